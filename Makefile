@@ -1,0 +1,66 @@
+# nymph — build, generate, test. `make test` is everything CI runs.
+SHELL := /bin/bash
+GO ?= go
+GOROOT := $(shell $(GO) env GOROOT)
+BIN := $(CURDIR)/bin
+FUZZTIME ?= 30s
+PKGS := ./...
+WASM_PKGS := ./wirecore/...
+
+.PHONY: all build gen gen-check vet test test-unit test-wasm test-js test-wasip1 testscripts fuzz bench demo clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/nymph ./cmd/nymph
+
+## gen: regenerate msgp codecs and the golden wire vectors.
+gen:
+	$(GO) generate ./wirecore/...
+	$(GO) run ./gen/goldens -out wirecore/wire/testdata
+
+## gen-check: fail when a checked-in generated file is stale.
+gen-check:
+	$(GO) run ./gen/freshness
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet $(PKGS)
+	$(GO) tool staticcheck $(PKGS)
+
+## test-unit: unit tests with -race; fuzz seed corpora run here too.
+test-unit:
+	$(GO) test -race -count=1 $(PKGS)
+
+test-js:
+	GOOS=js GOARCH=wasm $(GO) test -count=1 -exec=$(GOROOT)/lib/wasm/go_js_wasm_exec $(WASM_PKGS)
+
+$(BIN)/wazero: go.mod
+	$(GO) build -o $(BIN)/wazero github.com/tetratelabs/wazero/cmd/wazero
+
+test-wasip1: $(BIN)/wazero
+	PATH=$(BIN):$$PATH GOWASIRUNTIME=wazero GOOS=wasip1 GOARCH=wasm \
+		$(GO) test -count=1 -exec=$(GOROOT)/lib/wasm/go_wasip1_wasm_exec $(WASM_PKGS)
+
+## test-wasm: every wirecore test under js/wasm (node) and wasip1 (wazero).
+test-wasm: test-js test-wasip1
+
+## test: everything CI runs.
+test: gen-check vet test-unit test-wasm
+
+## fuzz: run each fuzz target for FUZZTIME.
+fuzz:
+	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "== $$pkg $$f"; $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) $$pkg; \
+	  done; done
+
+bench:
+	$(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
+
+## demo: build nymph and run `nymph dev` (serve + daemon + a short tour).
+demo: build
+	$(BIN)/nymph dev
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,74 @@
+// Package transport defines how the daemon's requests reach the control
+// plane, whatever carries them: direct HTTP, a FIFO relay, or a spool
+// directory. Each carrier lives in its own hostio package and implements
+// Transport; the daemon driver depends only on this interface.
+//
+// It decides the request/response shape and which failures are transport
+// errors. It does not decide retries or backoff: those are the daemon core's.
+package transport
+
+import (
+	"context"
+	"fmt"
+)
+
+// Lane names which pipe a request travels on when the carrier has several:
+// long-polls use LanePoll so that acks, results and chunks (LaneControl)
+// never wait behind a 20-second poll.
+type Lane string
+
+// The two lanes the daemon uses.
+const (
+	LanePoll    Lane = ""
+	LaneControl Lane = "ctl"
+)
+
+// Request is one POST to the control plane.
+type Request struct {
+	// Endpoint is an absolute path ("/v1/daemon/poll") or, for a log sink
+	// URL handed out by the server, a full URL.
+	Endpoint string
+	// ContentType defaults to application/x-msgpack when empty.
+	ContentType string
+	Body        []byte
+	// Headers are extra X-LS-* headers (request signing).
+	Headers map[string]string
+	Lane    Lane
+}
+
+// Response is the control plane's answer, whatever its status.
+type Response struct {
+	Status      int
+	ContentType string
+	Body        []byte
+}
+
+// Transport carries one request and returns the response. A non-nil error
+// means no response arrived (connection refused, relay absent, timeout);
+// a non-2xx status is returned as a Response, not as an error.
+type Transport interface {
+	RoundTrip(ctx context.Context, req *Request) (*Response, error)
+}
+
+// StatusError reports a response whose status is not 2xx.
+type StatusError struct {
+	Endpoint string
+	Status   int
+	Body     []byte
+}
+
+func (e *StatusError) Error() string {
+	body := e.Body
+	if len(body) > 200 {
+		body = body[:200]
+	}
+	return fmt.Sprintf("transport: POST %s: status %d: %q", e.Endpoint, e.Status, body)
+}
+
+// Check turns a non-2xx response into a *StatusError.
+func Check(req *Request, resp *Response) error {
+	if resp.Status < 200 || resp.Status > 299 {
+		return &StatusError{Endpoint: req.Endpoint, Status: resp.Status, Body: resp.Body}
+	}
+	return nil
+}

@@ -1,0 +1,156 @@
+package testscripts
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+// binDir holds the nymph binary built once for every script.
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "nymph-testscripts-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, "nymph"), "../cmd/nymph")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "testscripts: build nymph:", err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func TestScripts(t *testing.T) {
+	testscript.Run(t, testscript.Params{
+		Dir:                 "testdata",
+		RequireExplicitExec: false,
+		Setup: func(env *testscript.Env) error {
+			env.Setenv("PATH", binDir+string(os.PathListSeparator)+env.Getenv("PATH"))
+			env.Setenv("NYMPH_TEST_BIN", filepath.Join(binDir, "nymph"))
+			return nil
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"waitfor":   cmdWaitFor,
+			"waitmatch": cmdWaitMatch,
+			"freeport":  cmdFreePort,
+			"sigterm":   cmdSigterm,
+		},
+	})
+}
+
+// waitDeadline bounds every readiness wait; a wait that needs longer is a bug.
+const waitDeadline = 60 * time.Second
+
+// cmdWaitFor waits until a URL answers 2xx (http://…) or a file exists.
+//
+//	waitfor http://127.0.0.1:$PORT/healthz
+//	waitfor $WORK/relay.ready
+func cmdWaitFor(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 1 {
+		ts.Fatalf("usage: waitfor URL|FILE")
+	}
+	target := args[0]
+	ok := func() bool {
+		if strings.HasPrefix(target, "http://") {
+			resp, err := http.Get(target)
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode/100 == 2
+		}
+		_, err := os.Stat(ts.MkAbs(target))
+		return err == nil
+	}
+	poll(ts, neg, "waitfor "+target, ok)
+}
+
+// cmdWaitMatch waits until FILE contains a line matching REGEX [COUNT times].
+//
+//	waitmatch daemon.log 'state=polling'
+//	waitmatch daemon.log 'exec finished' 3
+func cmdWaitMatch(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 && len(args) != 3 {
+		ts.Fatalf("usage: waitmatch FILE REGEX [COUNT]")
+	}
+	re, err := regexp.Compile(args[1])
+	ts.Check(err)
+	want := 1
+	if len(args) == 3 {
+		want, err = strconv.Atoi(args[2])
+		ts.Check(err)
+	}
+	path := ts.MkAbs(args[0])
+	poll(ts, neg, "waitmatch "+args[0]+" "+args[1], func() bool {
+		f, err := os.Open(path)
+		if err != nil {
+			return false
+		}
+		defer f.Close()
+		n := 0
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64<<10), 16<<20)
+		for sc.Scan() {
+			if re.Match(sc.Bytes()) {
+				n++
+			}
+		}
+		return n >= want
+	})
+}
+
+func poll(ts *testscript.TestScript, neg bool, what string, ok func() bool) {
+	deadline := time.Now().Add(waitDeadline)
+	for time.Now().Before(deadline) {
+		if ok() != neg {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ts.Fatalf("%s: not reached after %s", what, waitDeadline)
+}
+
+// cmdFreePort sets VAR to a free loopback TCP port.
+func cmdFreePort(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: freeport VAR")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ts.Check(err)
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	ts.Setenv(args[0], strconv.Itoa(port))
+}
+
+// cmdSigterm sends SIGTERM to the pid written in PIDFILE (testscript's own
+// kill knows only INT and KILL).
+func cmdSigterm(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: sigterm PIDFILE")
+	}
+	data, err := os.ReadFile(ts.MkAbs(args[0]))
+	ts.Check(err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	ts.Check(err)
+	p, err := os.FindProcess(pid)
+	ts.Check(err)
+	ts.Check(p.Signal(syscallTERM))
+}

@@ -1,0 +1,5 @@
+package testscripts
+
+import "syscall"
+
+const syscallTERM = syscall.SIGTERM

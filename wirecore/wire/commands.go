@@ -1,0 +1,126 @@
+package wire
+
+// The seven command kinds of protocol "1", in the order the protocol lists them.
+const (
+	KindHibernate    = "hibernate"
+	KindSetup        = "setup"
+	KindExec         = "exec"
+	KindOTAUpdate    = "ota_update"
+	KindResetBackoff = "reset_backoff"
+	KindRotateKey    = "rotate_key"
+	KindRun          = "run"
+)
+
+// Hibernate asks the daemon to leave its poll loop until UntilEpochS.
+type Hibernate struct {
+	UntilEpochS Float `msg:"until_epoch_s"`
+}
+
+// Setup is a host-provisioning script run as a synthetic invocation.
+type Setup struct {
+	Script              string  `msg:"script"`
+	Sudo                bool    `msg:"sudo,omitempty"`
+	RefreshCapabilities bool    `msg:"refresh_capabilities,omitempty"`
+	Name                *string `msg:"name,omitempty"`
+}
+
+// Exec is a shell command run under `bash -c`.
+type Exec struct {
+	ExecID        string            `msg:"exec_id"`
+	Command       string            `msg:"command"`
+	Env           map[string]string `msg:"env,omitempty"`
+	Stdin         *string           `msg:"stdin,omitempty"`
+	Workdir       *string           `msg:"workdir,omitempty"`
+	TimeoutS      *Float            `msg:"timeout_s,omitempty"`
+	Log           *LogSink          `msg:"log,omitempty"`
+	PayloadInline Blob              `msg:"payload_inline,omitempty"`
+	PayloadRef    *PayloadRef       `msg:"payload_ref,omitempty"`
+}
+
+// LogSink switches an exec to streaming: output is posted to StdoutURL in
+// chunks. StdinURL and ControlURL are reserved for interactive sessions.
+type LogSink struct {
+	StdoutURL  string  `msg:"stdout_url"`
+	StdinURL   *string `msg:"stdin_url,omitempty"`
+	ControlURL *string `msg:"control_url,omitempty"`
+	FlushMS    Int     `msg:"flush_ms"`
+	FlushBytes Int     `msg:"flush_bytes"`
+}
+
+// OTAUpdate asks the daemon to replace its own binary.
+type OTAUpdate struct {
+	Version string `msg:"version"`
+	URL     string `msg:"url"`
+	SHA256  string `msg:"sha256"`
+}
+
+// Run is one function invocation handed to a runner.
+type Run struct {
+	InvocationID       string    `msg:"invocation_id"`
+	Function           Function  `msg:"function"`
+	RunConfig          RunConfig `msg:"run_config"`
+	ArgsBlob           Blob      `msg:"args_blob"`
+	ParentInvocationID *string   `msg:"parent_invocation_id"`
+	RootInvocationID   *string   `msg:"root_invocation_id"`
+	// Script, when set, runs `bash -c <script>` instead of the entry program.
+	Script *string `msg:"script,omitempty"`
+	// AsUser wraps the spawn as `runuser -u <as_user> -- …`.
+	AsUser *string `msg:"as_user,omitempty"`
+}
+
+// Function names the code a run invokes.
+type Function struct {
+	Module   string `msg:"module"`
+	Qualname string `msg:"qualname"`
+}
+
+// RunConfig selects and configures the runner.
+type RunConfig struct {
+	// Runner is the runner kind; empty falls back to [runtime] default_runner.
+	Runner string        `msg:"runner,omitempty"`
+	Image  string        `msg:"image,omitempty"`
+	Docker *DockerConfig `msg:"docker,omitempty"`
+	Slurm  *SlurmConfig  `msg:"slurm,omitempty"`
+	Kube   *KubeConfig   `msg:"kube,omitempty"`
+}
+
+// DockerConfig is run_config.docker (also used by gvisor).
+type DockerConfig struct {
+	Network      string            `msg:"network,omitempty"`
+	Env          map[string]string `msg:"env,omitempty"`
+	Volumes      []string          `msg:"volumes,omitempty"`
+	Args         []string          `msg:"args,omitempty"`
+	RegistryAuth *RegistryAuth     `msg:"registry_auth,omitempty"`
+}
+
+// RegistryAuth is a docker registry login; PasswordEnv wins over Password.
+type RegistryAuth struct {
+	Server      string `msg:"server"`
+	Username    string `msg:"username"`
+	Password    string `msg:"password,omitempty"`
+	PasswordEnv string `msg:"password_env,omitempty"`
+}
+
+// SlurmConfig is run_config.slurm. Text fields accept strings or numbers.
+type SlurmConfig struct {
+	Partition     string `msg:"partition,omitempty"`
+	Time          string `msg:"time,omitempty"`
+	Gres          string `msg:"gres,omitempty"`
+	Nodes         Text   `msg:"nodes,omitempty"`
+	NtasksPerNode Text   `msg:"ntasks-per-node,omitempty"`
+	CPUsPerTask   Text   `msg:"cpus-per-task,omitempty"`
+	Mem           Text   `msg:"mem,omitempty"`
+	PollIntervalS *Float `msg:"poll_interval_s,omitempty"`
+}
+
+// KubeConfig is run_config.kube. PVC names a ReadWriteMany claim that holds
+// the workdir as a sub-path (for multi-node clusters); empty means hostPath.
+type KubeConfig struct {
+	Namespace     string `msg:"namespace,omitempty"`
+	Context       string `msg:"context,omitempty"`
+	GPU           Text   `msg:"gpu,omitempty"`
+	CPU           Text   `msg:"cpu,omitempty"`
+	Memory        Text   `msg:"memory,omitempty"`
+	PollIntervalS *Float `msg:"poll_interval_s,omitempty"`
+	PVC           string `msg:"pvc,omitempty"`
+}

@@ -1,0 +1,144 @@
+package wire
+
+import (
+	"fmt"
+
+	"github.com/tinylib/msgp/msgp"
+)
+
+// Directive is a poll command decoded by its kind: one of HibernateCommand,
+// SetupCommand, ExecCommand, OTAUpdateCommand, ResetBackoffCommand,
+// RotateKeyCommand, RunCommand, or Unknown.
+type Directive interface {
+	// CommandID is the id of the poll command the directive came from.
+	CommandID() string
+	// CommandKind is the kind string as it arrived on the wire.
+	CommandKind() string
+}
+
+// HibernateCommand is a decoded "hibernate".
+type HibernateCommand struct {
+	ID   string
+	Body Hibernate
+}
+
+// SetupCommand is a decoded "setup".
+type SetupCommand struct {
+	ID   string
+	Body Setup
+}
+
+// ExecCommand is a decoded "exec".
+type ExecCommand struct {
+	ID   string
+	Body Exec
+}
+
+// OTAUpdateCommand is a decoded "ota_update".
+type OTAUpdateCommand struct {
+	ID   string
+	Body OTAUpdate
+}
+
+// ResetBackoffCommand is a "reset_backoff"; it has no typed body.
+type ResetBackoffCommand struct{ ID string }
+
+// RotateKeyCommand is a "rotate_key"; it has no typed body.
+type RotateKeyCommand struct{ ID string }
+
+// RunCommand is a decoded "run".
+type RunCommand struct {
+	ID   string
+	Body Run
+}
+
+// Unknown is a command whose kind is not one of the seven, or whose body does
+// not decode into its kind. It is logged and skipped, never fatal.
+type Unknown struct {
+	ID     string
+	Kind   string
+	Reason string
+}
+
+func (c HibernateCommand) CommandID() string    { return c.ID }
+func (c SetupCommand) CommandID() string        { return c.ID }
+func (c ExecCommand) CommandID() string         { return c.ID }
+func (c OTAUpdateCommand) CommandID() string    { return c.ID }
+func (c ResetBackoffCommand) CommandID() string { return c.ID }
+func (c RotateKeyCommand) CommandID() string    { return c.ID }
+func (c RunCommand) CommandID() string          { return c.ID }
+func (c Unknown) CommandID() string             { return c.ID }
+
+func (HibernateCommand) CommandKind() string    { return KindHibernate }
+func (SetupCommand) CommandKind() string        { return KindSetup }
+func (ExecCommand) CommandKind() string         { return KindExec }
+func (OTAUpdateCommand) CommandKind() string    { return KindOTAUpdate }
+func (ResetBackoffCommand) CommandKind() string { return KindResetBackoff }
+func (RotateKeyCommand) CommandKind() string    { return KindRotateKey }
+func (RunCommand) CommandKind() string          { return KindRun }
+func (c Unknown) CommandKind() string           { return c.Kind }
+
+// Dispatch decodes a poll command's body according to its kind. It never
+// fails: an unknown kind or a body that does not fit becomes Unknown.
+func Dispatch(c Command) Directive {
+	switch c.Kind {
+	case KindResetBackoff:
+		return ResetBackoffCommand{ID: c.ID}
+	case KindRotateKey:
+		return RotateKeyCommand{ID: c.ID}
+	case KindHibernate:
+		var d HibernateCommand
+		d.ID = c.ID
+		if u, bad := decodeInto(c, &d.Body); bad {
+			return u
+		}
+		return d
+	case KindSetup:
+		var d SetupCommand
+		d.ID = c.ID
+		if u, bad := decodeInto(c, &d.Body); bad {
+			return u
+		}
+		return d
+	case KindExec:
+		var d ExecCommand
+		d.ID = c.ID
+		if u, bad := decodeInto(c, &d.Body); bad {
+			return u
+		}
+		if d.Body.ExecID == "" {
+			return Unknown{ID: c.ID, Kind: c.Kind, Reason: "exec body has no exec_id"}
+		}
+		return d
+	case KindOTAUpdate:
+		var d OTAUpdateCommand
+		d.ID = c.ID
+		if u, bad := decodeInto(c, &d.Body); bad {
+			return u
+		}
+		return d
+	case KindRun:
+		var d RunCommand
+		d.ID = c.ID
+		if u, bad := decodeInto(c, &d.Body); bad {
+			return u
+		}
+		if d.Body.InvocationID == "" {
+			return Unknown{ID: c.ID, Kind: c.Kind, Reason: "run body has no invocation_id"}
+		}
+		return d
+	}
+	return Unknown{ID: c.ID, Kind: c.Kind, Reason: fmt.Sprintf("unknown command kind %q", c.Kind)}
+}
+
+// decodeInto decodes the whole body into dst; trailing bytes are an error.
+func decodeInto(c Command, dst msgp.Unmarshaler) (Unknown, bool) {
+	rest, err := dst.UnmarshalMsg(c.Body)
+	if err == nil && len(rest) != 0 {
+		err = fmt.Errorf("%d trailing bytes", len(rest))
+	}
+	if err != nil {
+		return Unknown{ID: c.ID, Kind: c.Kind, Reason: fmt.Sprintf("%s body does not decode: %v", c.Kind, err)}, true
+	}
+	return Unknown{}, false
+}

@@ -1,0 +1,116 @@
+package wire
+
+import "github.com/tinylib/msgp/msgp"
+
+// Endpoint paths of protocol "1". Every route is a POST.
+const (
+	PathHello = "/v1/daemon/hello"
+	PathPoll  = "/v1/daemon/poll"
+	PathAck   = "/v1/daemon/ack"
+	PathKeys  = "/v1/daemon/keys"
+	PathEvent = "/v1/daemon/event"
+	// PathResultChunk is served by control planes but never posted by nymph.
+	PathResultChunk = "/v1/daemon/result-chunk"
+)
+
+// Content types used on the wire.
+const (
+	ContentTypeMsgpack = "application/x-msgpack"
+	ContentTypeOctets  = "application/octet-stream"
+	ContentTypeJSON    = "application/json"
+)
+
+// The nine hello reject codes. A reject arrives as HTTP 200 with
+// HelloResponse.Reject set, and aborts daemon startup.
+const (
+	RejectProtocolMismatch            = "protocol_mismatch"
+	RejectEnrollTokenRequired         = "enroll_token_required"
+	RejectInvalidEnrollToken          = "invalid_enroll_token"
+	RejectEnrollTokenConsumed         = "enroll_token_consumed"
+	RejectEnrollTokenExpired          = "enroll_token_expired"
+	RejectEnrollSignatureRequired     = "enroll_signature_required"
+	RejectKeyIDMismatch               = "key_id_mismatch"
+	RejectEnrollSignatureInvalid      = "enroll_signature_invalid"
+	RejectEnrollmentSignatureRequired = "enrollment_signature_required"
+)
+
+// RejectCodes lists the nine reject codes in the order the protocol names them.
+var RejectCodes = [...]string{
+	RejectProtocolMismatch, RejectEnrollTokenRequired, RejectInvalidEnrollToken,
+	RejectEnrollTokenConsumed, RejectEnrollTokenExpired, RejectEnrollSignatureRequired,
+	RejectKeyIDMismatch, RejectEnrollSignatureInvalid, RejectEnrollmentSignatureRequired,
+}
+
+// HelloRequest is the body of POST /v1/daemon/hello.
+type HelloRequest struct {
+	MachineID    string       `msg:"machine_id"`
+	Label        string       `msg:"label"`
+	Tags         []string     `msg:"tags"`
+	Lanes        []string     `msg:"lanes,omitempty"`
+	Capabilities Capabilities `msg:"capabilities"`
+	Versions     Versions     `msg:"versions"`
+	// PublicKey is the raw 32-byte Ed25519 key, base64url without padding;
+	// absent from the wire when the daemon has no identity.
+	PublicKey *string `msg:"public_key,omitempty"`
+}
+
+// Capabilities is what a host can actually run.
+type Capabilities struct {
+	Runners        []string `msg:"runners"`
+	MaxInvocations Int      `msg:"max_invocations"`
+	Workdir        string   `msg:"workdir"`
+}
+
+// Versions is probed once at boot; every key is always present, and null
+// when its probe did not resolve.
+type Versions struct {
+	Daemon   *string `msg:"daemon"`
+	Protocol *string `msg:"protocol"`
+	Runsc    *string `msg:"runsc"`
+	Docker   *string `msg:"docker"`
+	Python   *string `msg:"python"`
+	Kernel   *string `msg:"kernel"`
+	Distro   *string `msg:"distro"`
+	Arch     *string `msg:"arch"`
+	CPU      *CPU    `msg:"cpu"`
+	GPU      []GPU   `msg:"gpu,allownil"`
+}
+
+// CPU is the /proc/cpuinfo summary; Cores counts logical cores.
+type CPU struct {
+	Model string `msg:"model"`
+	Cores Int    `msg:"cores"`
+}
+
+// GPU is one nvidia-smi row plus the CUDA version of the header.
+type GPU struct {
+	Name   string  `msg:"name"`
+	Driver string  `msg:"driver"`
+	CUDA   *string `msg:"cuda"`
+}
+
+// HelloResponse is the reply to a hello. A non-nil Reject aborts startup.
+type HelloResponse struct {
+	WorkerID           *string             `msg:"worker_id"`
+	SessionToken       *string             `msg:"session_token"`
+	SessionTTLS        Float               `msg:"session_ttl_s"`
+	Config             map[string]msgp.Raw `msg:"config"`
+	Cursor             *string             `msg:"cursor"`
+	Reject             *Reject             `msg:"reject"`
+	KeyID              *string             `msg:"key_id"`
+	KeyRotationMaxAgeS Float               `msg:"key_rotation_max_age_s"`
+	ServerTimeEpochS   *Float              `msg:"server_time_epoch_s"`
+}
+
+// Reject is a hello refusal: one of the nine codes and a human message.
+type Reject struct {
+	Code    string `msg:"code"`
+	Message string `msg:"message"`
+}
+
+// ValidationError is the body of a 422 answer to a malformed request:
+// Field is a dotted path such as "capabilities.runners".
+type ValidationError struct {
+	Error string `msg:"error" json:"error"`
+	Field string `msg:"field" json:"field"`
+}

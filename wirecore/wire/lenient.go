@@ -1,0 +1,305 @@
+package wire
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/tinylib/msgp/msgp"
+)
+
+// Peers written in Python or Rust may send 20 or 20.0 for the same field,
+// and msgp's generated readers are strict about int versus float. Every
+// numeric field of the protocol therefore uses Float or Int, whose decoders
+// accept any msgpack int, uint or float (and nil as zero).
+
+// Float is a protocol number encoded as a msgpack float64.
+type Float float64
+
+// Int is a protocol integer encoded as a msgpack int; a float with no
+// fractional part is accepted on decode.
+type Int int64
+
+// Text is a string field that also accepts a number on decode (a peer may
+// send `nodes: 2` or `nodes: "2"`); it is always encoded as a string.
+type Text string
+
+// Blob is opaque bytes encoded as msgpack bin. Decoding also accepts str,
+// nil, and an array of small ints (how some serializers write bytes).
+type Blob []byte
+
+// MarshalMsg implements msgp.Marshaler.
+func (f Float) MarshalMsg(b []byte) ([]byte, error) { return msgp.AppendFloat64(b, float64(f)), nil }
+
+// Msgsize implements msgp.Sizer.
+func (f Float) Msgsize() int { return msgp.Float64Size }
+
+// EncodeMsg implements msgp.Encodable.
+func (f Float) EncodeMsg(w *msgp.Writer) error { return w.WriteFloat64(float64(f)) }
+
+// UnmarshalMsg implements msgp.Unmarshaler.
+func (f *Float) UnmarshalMsg(b []byte) ([]byte, error) {
+	v, rest, err := readNumberBytes(b)
+	if err != nil {
+		return b, err
+	}
+	*f = Float(v.float())
+	return rest, nil
+}
+
+// DecodeMsg implements msgp.Decodable.
+func (f *Float) DecodeMsg(r *msgp.Reader) error {
+	v, err := readNumber(r)
+	if err != nil {
+		return err
+	}
+	*f = Float(v.float())
+	return nil
+}
+
+// MarshalMsg implements msgp.Marshaler.
+func (i Int) MarshalMsg(b []byte) ([]byte, error) { return msgp.AppendInt64(b, int64(i)), nil }
+
+// Msgsize implements msgp.Sizer.
+func (i Int) Msgsize() int { return msgp.Int64Size }
+
+// EncodeMsg implements msgp.Encodable.
+func (i Int) EncodeMsg(w *msgp.Writer) error { return w.WriteInt64(int64(i)) }
+
+// UnmarshalMsg implements msgp.Unmarshaler.
+func (i *Int) UnmarshalMsg(b []byte) ([]byte, error) {
+	v, rest, err := readNumberBytes(b)
+	if err != nil {
+		return b, err
+	}
+	n, err := v.int()
+	if err != nil {
+		return b, err
+	}
+	*i = Int(n)
+	return rest, nil
+}
+
+// DecodeMsg implements msgp.Decodable.
+func (i *Int) DecodeMsg(r *msgp.Reader) error {
+	v, err := readNumber(r)
+	if err != nil {
+		return err
+	}
+	n, err := v.int()
+	if err != nil {
+		return err
+	}
+	*i = Int(n)
+	return nil
+}
+
+// MarshalMsg implements msgp.Marshaler.
+func (t Text) MarshalMsg(b []byte) ([]byte, error) { return msgp.AppendString(b, string(t)), nil }
+
+// Msgsize implements msgp.Sizer.
+func (t Text) Msgsize() int { return msgp.StringPrefixSize + len(t) }
+
+// EncodeMsg implements msgp.Encodable.
+func (t Text) EncodeMsg(w *msgp.Writer) error { return w.WriteString(string(t)) }
+
+// UnmarshalMsg implements msgp.Unmarshaler.
+func (t *Text) UnmarshalMsg(b []byte) ([]byte, error) {
+	switch msgp.NextType(b) {
+	case msgp.StrType:
+		s, rest, err := msgp.ReadStringBytes(b)
+		*t = Text(s)
+		return rest, err
+	case msgp.NilType:
+		*t = ""
+		return msgp.ReadNilBytes(b)
+	}
+	v, rest, err := readNumberBytes(b)
+	if err != nil {
+		return b, fmt.Errorf("wire: want string or number: %w", err)
+	}
+	*t = Text(v.text())
+	return rest, nil
+}
+
+// DecodeMsg implements msgp.Decodable.
+func (t *Text) DecodeMsg(r *msgp.Reader) error {
+	typ, err := r.NextType()
+	if err != nil {
+		return err
+	}
+	switch typ {
+	case msgp.StrType:
+		s, err := r.ReadString()
+		*t = Text(s)
+		return err
+	case msgp.NilType:
+		*t = ""
+		return r.ReadNil()
+	}
+	v, err := readNumber(r)
+	if err != nil {
+		return fmt.Errorf("wire: want string or number: %w", err)
+	}
+	*t = Text(v.text())
+	return nil
+}
+
+// MarshalMsg implements msgp.Marshaler.
+func (bl Blob) MarshalMsg(b []byte) ([]byte, error) { return msgp.AppendBytes(b, bl), nil }
+
+// Msgsize implements msgp.Sizer.
+func (bl Blob) Msgsize() int { return msgp.BytesPrefixSize + len(bl) }
+
+// EncodeMsg implements msgp.Encodable.
+func (bl Blob) EncodeMsg(w *msgp.Writer) error { return w.WriteBytes(bl) }
+
+// UnmarshalMsg implements msgp.Unmarshaler. It reuses the Blob's capacity.
+func (bl *Blob) UnmarshalMsg(b []byte) ([]byte, error) {
+	switch msgp.NextType(b) {
+	case msgp.BinType:
+		v, rest, err := msgp.ReadBytesZC(b)
+		if err != nil {
+			return b, err
+		}
+		*bl = append((*bl)[:0], v...)
+		return rest, nil
+	case msgp.StrType:
+		v, rest, err := msgp.ReadStringZC(b)
+		if err != nil {
+			return b, err
+		}
+		*bl = append((*bl)[:0], v...)
+		return rest, nil
+	case msgp.NilType:
+		*bl = (*bl)[:0]
+		return msgp.ReadNilBytes(b)
+	case msgp.ArrayType:
+		n, rest, err := msgp.ReadArrayHeaderBytes(b)
+		if err != nil {
+			return b, err
+		}
+		if uint64(n) > uint64(len(rest)) { // each element takes at least one byte
+			return b, msgp.ErrShortBytes
+		}
+		out := (*bl)[:0]
+		for k := uint32(0); k < n; k++ {
+			var v numberValue
+			v, rest, err = readNumberBytes(rest)
+			if err != nil {
+				return b, err
+			}
+			c, err := v.int()
+			if err != nil || c < 0 || c > 255 {
+				return b, fmt.Errorf("wire: blob array element %d is not a byte", k)
+			}
+			out = append(out, byte(c))
+		}
+		*bl = out
+		return rest, nil
+	}
+	return b, msgp.TypeError{Method: msgp.BinType, Encoded: msgp.NextType(b)}
+}
+
+// DecodeMsg implements msgp.Decodable.
+func (bl *Blob) DecodeMsg(r *msgp.Reader) error {
+	var raw msgp.Raw
+	if err := raw.DecodeMsg(r); err != nil {
+		return err
+	}
+	_, err := bl.UnmarshalMsg(raw)
+	return err
+}
+
+// numberValue is one decoded msgpack number, keeping its kind so that an
+// integer never round-trips through float64.
+type numberValue struct {
+	kind msgp.Type
+	i    int64
+	u    uint64
+	f    float64
+}
+
+func (v numberValue) float() float64 {
+	switch v.kind {
+	case msgp.IntType:
+		return float64(v.i)
+	case msgp.UintType:
+		return float64(v.u)
+	}
+	return v.f
+}
+
+func (v numberValue) int() (int64, error) {
+	switch v.kind {
+	case msgp.IntType:
+		return v.i, nil
+	case msgp.UintType:
+		if v.u > math.MaxInt64 {
+			return 0, fmt.Errorf("wire: integer %d overflows int64", v.u)
+		}
+		return int64(v.u), nil
+	}
+	if v.f != math.Trunc(v.f) || v.f > math.MaxInt64 || v.f < math.MinInt64 || math.IsNaN(v.f) {
+		return 0, fmt.Errorf("wire: number %v is not an integer", v.f)
+	}
+	return int64(v.f), nil
+}
+
+func (v numberValue) text() string {
+	switch v.kind {
+	case msgp.IntType:
+		return strconv.FormatInt(v.i, 10)
+	case msgp.UintType:
+		return strconv.FormatUint(v.u, 10)
+	}
+	return strconv.FormatFloat(v.f, 'f', -1, 64)
+}
+
+func readNumberBytes(b []byte) (numberValue, []byte, error) {
+	var v numberValue
+	var err error
+	rest := b
+	switch t := msgp.NextType(b); t {
+	case msgp.IntType:
+		v.kind = t
+		v.i, rest, err = msgp.ReadInt64Bytes(b)
+	case msgp.UintType:
+		v.kind = t
+		v.u, rest, err = msgp.ReadUint64Bytes(b)
+	case msgp.Float64Type, msgp.Float32Type:
+		v.kind = msgp.Float64Type
+		v.f, rest, err = msgp.ReadFloat64Bytes(b)
+	case msgp.NilType:
+		v.kind = msgp.IntType
+		rest, err = msgp.ReadNilBytes(b)
+	default:
+		err = msgp.TypeError{Method: msgp.Float64Type, Encoded: t}
+	}
+	return v, rest, err
+}
+
+func readNumber(r *msgp.Reader) (numberValue, error) {
+	var v numberValue
+	t, err := r.NextType()
+	if err != nil {
+		return v, err
+	}
+	switch t {
+	case msgp.IntType:
+		v.kind = t
+		v.i, err = r.ReadInt64()
+	case msgp.UintType:
+		v.kind = t
+		v.u, err = r.ReadUint64()
+	case msgp.Float64Type, msgp.Float32Type:
+		v.kind = msgp.Float64Type
+		v.f, err = r.ReadFloat64()
+	case msgp.NilType:
+		v.kind = msgp.IntType
+		err = r.ReadNil()
+	default:
+		err = msgp.TypeError{Method: msgp.Float64Type, Encoded: t}
+	}
+	return v, err
+}

@@ -1,0 +1,46 @@
+package wire
+
+import "github.com/tinylib/msgp/msgp"
+
+// Invocation states as they appear in InvocationStatus and Ack.
+const (
+	StateRunning   = "running"
+	StateSucceeded = "succeeded"
+	StateFailed    = "failed"
+	StateKilled    = "killed"
+)
+
+// PollRequest is the body of POST /v1/daemon/poll.
+type PollRequest struct {
+	WorkerID string `msg:"worker_id"`
+	// Queue passes a trailing "*" through: the control plane reads it as a prefix.
+	Queue    string `msg:"queue"`
+	TimeoutS Float  `msg:"timeout_s"`
+	// Cursor is always sent as null: cursor tracking is not part of protocol "1".
+	Cursor              *string            `msg:"cursor"`
+	Invocations         []InvocationStatus `msg:"invocations"`
+	UpdatedCapabilities *Capabilities      `msg:"updated_capabilities,omitempty"`
+}
+
+// InvocationStatus reports one locally tracked run. Daemons publish only
+// state "running" with a null exit code and an empty tail.
+type InvocationStatus struct {
+	InvocationID string `msg:"invocation_id"`
+	State        string `msg:"state"`
+	StartedAt    Float  `msg:"started_at"`
+	ExitCode     *Int   `msg:"exit_code"`
+	StdoutTail   string `msg:"stdout_tail"`
+}
+
+// PollResponse carries the commands for this daemon, run in array order.
+type PollResponse struct {
+	Commands           []Command `msg:"commands"`
+	TargetNymphVersion *string   `msg:"target_nymph_version"`
+}
+
+// Command is one poll command; Body stays raw until Dispatch decodes it by Kind.
+type Command struct {
+	ID   string   `msg:"id"`
+	Kind string   `msg:"kind"`
+	Body msgp.Raw `msg:"body"`
+}

@@ -1,0 +1,95 @@
+package wire
+
+import "github.com/tinylib/msgp/msgp"
+
+// Error types the daemon itself produces in Ack.Error.Type.
+const (
+	ErrTypeDaemon            = "DaemonError"
+	ErrTypeCancelled         = "Cancelled"
+	ErrTypeScriptFailed      = "ScriptFailed"
+	ErrTypeRunnerUnavailable = "RunnerUnavailable"
+	ErrTypeImageRequired     = "ImageRequired"
+	ErrTypeRegistryAuth      = "RegistryAuthFailed"
+	ErrTypeWorkerLost        = "WorkerLost"
+)
+
+// CancelledMessage is the message of an invocation killed at the end of the
+// shutdown grace.
+const CancelledMessage = "daemon shutdown grace expired"
+
+// Ack is the body of POST /v1/daemon/ack: the terminal outcome of one run.
+type Ack struct {
+	InvocationID string `msg:"invocation_id"`
+	// State is StateSucceeded, StateFailed or StateKilled.
+	State string `msg:"state"`
+	// ResultBlob is empty unless the run succeeded.
+	ResultBlob Blob       `msg:"result_blob"`
+	Error      *ErrorInfo `msg:"error"`
+	WorkerID   string     `msg:"worker_id,omitempty"`
+}
+
+// ErrorInfo is a structured error, never a bare string. The wire key of
+// TypeName is "type" (a Go keyword, hence the field name).
+type ErrorInfo struct {
+	TypeName  string  `msg:"type" json:"type"`
+	Message   string  `msg:"message" json:"message"`
+	Traceback *string `msg:"traceback,omitempty" json:"traceback,omitempty"`
+}
+
+// Exec result sentinels for ExecResult.ExitCode.
+const (
+	ExitSpawnFailed = -1 // spawn failure, wait error, or cancellation at shutdown
+	ExitTimeout     = -2 // the exec ran past its timeout_s
+)
+
+// Exec result truncation messages for ExecResult.Error.
+const (
+	TruncatedStdout = "stdout truncated"
+	TruncatedStderr = "stderr truncated"
+	TruncatedBoth   = "stdout truncated; stderr truncated"
+)
+
+// ExecResult is the body of POST /v1/daemon/exec/{exec_id}/result.
+type ExecResult struct {
+	ExitCode   Int     `msg:"exit_code" json:"exit_code"`
+	Stdout     string  `msg:"stdout" json:"stdout"`
+	Stderr     string  `msg:"stderr" json:"stderr"`
+	DurationMS Int     `msg:"duration_ms" json:"duration_ms"`
+	Error      *string `msg:"error,omitempty" json:"error,omitempty"`
+	// ResultInline and ResultRef are always null: the shell path has no
+	// typed return value.
+	ResultInline msgp.Raw `msg:"result_inline" json:"-"`
+	ResultRef    msgp.Raw `msg:"result_ref" json:"-"`
+}
+
+// PresignRequest is the body of POST /v1/namespaces/{ns}/payloads/presign.
+// Its keys are camelCase on the wire.
+type PresignRequest struct {
+	Op    string `msg:"op"`
+	Key   string `msg:"key,omitempty"`
+	Size  *Int   `msg:"size,omitempty"`
+	JobID string `msg:"jobId,omitempty"`
+	Kind  string `msg:"kind,omitempty"`
+}
+
+// PresignResponse answers a presign: an expiring URL to GET or PUT.
+type PresignResponse struct {
+	URL       string            `msg:"url"`
+	Method    string            `msg:"method"`
+	Headers   map[string]string `msg:"headers"`
+	ExpiresAt Int               `msg:"expiresAt"`
+}
+
+// KeyRotationRequest is the body of POST /v1/daemon/keys, signed by the
+// outgoing key.
+type KeyRotationRequest struct {
+	WorkerID     string `msg:"worker_id"`
+	NewPublicKey string `msg:"new_public_key"`
+	OldKeyID     string `msg:"old_key_id,omitempty"`
+}
+
+// KeyRotationResponse answers a key rotation with the new key's id.
+type KeyRotationResponse struct {
+	KeyID  string  `msg:"key_id"`
+	Reject *Reject `msg:"reject"`
+}
