@@ -1,0 +1,142 @@
+// Package operator holds the JSON types of `nymph serve`'s operator API —
+// the routes `nymph ctl` uses — and their paths. Both sides import it, so
+// the server and the CLI cannot drift apart.
+//
+// It decides shapes and paths only. The control-plane state machine
+// (wirecore/plane) decides what an operator request does.
+//
+// Every route takes `Authorization: Bearer <admin token>` and answers JSON.
+// Errors are an Error body with a 4xx/5xx status.
+package operator
+
+import "github.com/nymphd/nymph/wirecore/wire"
+
+// Routes, relative to the server's base URL. {id} segments are path-escaped.
+const (
+	PathWorkers     = "/v1/admin/workers"            // GET → []Worker
+	PathWorker      = "/v1/admin/workers/{id}"       // GET → Worker
+	PathExec        = "/v1/admin/workers/{id}/exec"  // POST ExecRequest → ExecAccepted
+	PathSetup       = "/v1/admin/workers/{id}/setup" // POST SetupRequest → CommandAccepted
+	PathHibernate   = "/v1/admin/workers/{id}/hibernate"
+	PathReset       = "/v1/admin/workers/{id}/reset"      // POST {} → CommandAccepted
+	PathUpdate      = "/v1/admin/workers/{id}/update"     // POST UpdateRequest → CommandAccepted
+	PathRotateKey   = "/v1/admin/workers/{id}/rotate-key" // POST {} → CommandAccepted
+	PathExecStatus  = "/v1/admin/execs/{id}"              // GET → ExecStatus
+	PathExecLogs    = "/v1/admin/execs/{id}/logs"         // GET ?offset=N&wait_s=S → LogsPage
+	PathInvocations = "/v1/admin/invocations"             // GET → []Invocation; POST RunRequest → Invocation
+	PathInvocation  = "/v1/admin/invocations/{id}"        // GET → Invocation
+	PathKill        = "/v1/admin/invocations/{id}/kill"   // POST → Invocation, or 409 when running
+)
+
+// Worker is one registered daemon as the control plane sees it.
+type Worker struct {
+	ID           string            `json:"id"`
+	MachineID    string            `json:"machine_id"`
+	Label        string            `json:"label"`
+	Tags         []string          `json:"tags"`
+	Queues       []string          `json:"queues"`
+	Capabilities wire.Capabilities `json:"capabilities"`
+	Versions     map[string]any    `json:"versions"`
+	// State is "active", "setting_up", "hibernating" or "lost".
+	State           string  `json:"state"`
+	LastSeenEpochS  float64 `json:"last_seen_epoch_s"`
+	PendingCommands int     `json:"pending_commands"`
+	Running         int     `json:"running"`
+}
+
+// ExecRequest queues an exec on one worker.
+type ExecRequest struct {
+	Command  string            `json:"command"`
+	Env      map[string]string `json:"env,omitempty"`
+	Stdin    *string           `json:"stdin,omitempty"`
+	Workdir  *string           `json:"workdir,omitempty"`
+	TimeoutS *float64          `json:"timeout_s,omitempty"`
+	// Stream asks the daemon to post log chunks as output is produced.
+	Stream     bool `json:"stream,omitempty"`
+	FlushMS    int  `json:"flush_ms,omitempty"`
+	FlushBytes int  `json:"flush_bytes,omitempty"`
+}
+
+// ExecAccepted names the exec id of a queued exec.
+type ExecAccepted struct {
+	ExecID    string `json:"exec_id"`
+	CommandID string `json:"command_id"`
+}
+
+// ExecStatus is an exec's state; Result is set once the daemon posted it.
+type ExecStatus struct {
+	ExecID   string `json:"exec_id"`
+	WorkerID string `json:"worker_id"`
+	// State is "queued", "delivered" or "finished".
+	State  string           `json:"state"`
+	Result *wire.ExecResult `json:"result,omitempty"`
+}
+
+// LogsPage is a slice of an exec's streamed output starting at Offset.
+// With wait_s the server holds the request until new bytes arrive, the
+// exec finishes, or wait_s passes.
+type LogsPage struct {
+	Offset     int64  `json:"offset"`
+	Data       []byte `json:"data"`
+	NextOffset int64  `json:"next_offset"`
+	// Done is true once the exec has finished and every chunk is in.
+	Done bool `json:"done"`
+}
+
+// SetupRequest appends a setup script to the worker's pending-setup FIFO.
+type SetupRequest struct {
+	Script              string `json:"script"`
+	Sudo                bool   `json:"sudo,omitempty"`
+	RefreshCapabilities bool   `json:"refresh_capabilities,omitempty"`
+	Name                string `json:"name,omitempty"`
+}
+
+// HibernateRequest sends a worker to sleep until UntilEpochS.
+type HibernateRequest struct {
+	UntilEpochS float64 `json:"until_epoch_s"`
+}
+
+// UpdateRequest asks a worker to replace its binary.
+type UpdateRequest struct {
+	Version string `json:"version"`
+	URL     string `json:"url"`
+	SHA256  string `json:"sha256"`
+}
+
+// CommandAccepted names a queued command.
+type CommandAccepted struct {
+	CommandID string `json:"command_id"`
+	WorkerID  string `json:"worker_id"`
+}
+
+// RunRequest queues a function invocation on a queue.
+type RunRequest struct {
+	Queue     string         `json:"queue"`
+	Function  wire.Function  `json:"function"`
+	RunConfig wire.RunConfig `json:"run_config"`
+	ArgsBlob  []byte         `json:"args_blob,omitempty"`
+	// RequiredTags must all be present on the worker ("k=v").
+	RequiredTags []string `json:"required_tags,omitempty"`
+	Script       *string  `json:"script,omitempty"`
+	AsUser       *string  `json:"as_user,omitempty"`
+}
+
+// Invocation is one queued, running or finished run.
+type Invocation struct {
+	ID       string `json:"id"`
+	Queue    string `json:"queue"`
+	Runner   string `json:"runner"`
+	WorkerID string `json:"worker_id,omitempty"`
+	// State is "queued", "running", "succeeded", "failed" or "killed".
+	State          string          `json:"state"`
+	ResultBlob     []byte          `json:"result_blob,omitempty"`
+	Error          *wire.ErrorInfo `json:"error,omitempty"`
+	CreatedEpochS  float64         `json:"created_epoch_s"`
+	StartedEpochS  float64         `json:"started_epoch_s,omitempty"`
+	FinishedEpochS float64         `json:"finished_epoch_s,omitempty"`
+}
+
+// Error is the body of every operator API error.
+type Error struct {
+	Error string `json:"error"`
+}
