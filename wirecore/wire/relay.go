@@ -5,8 +5,6 @@ package wire
 // relay which does not know them ignores.
 type RelayRequest struct {
 	Endpoint string `msg:"endpoint"`
-	// Body is the already-encoded request body, forwarded verbatim.
-	Body []byte `msg:"body"`
 	// Headers carries X-LS-* headers for the upstream request; a relay
 	// forwards only those and never lets a frame set Authorization.
 	Headers map[string]string `msg:"headers,omitempty"`
@@ -14,6 +12,9 @@ type RelayRequest struct {
 	ContentType string `msg:"content_type,omitempty"`
 	// ID, when set, asks for a RelayReply envelope instead of raw bytes.
 	ID string `msg:"id,omitempty"`
+	// Body is the already-encoded request body, forwarded verbatim. It is
+	// encoded last so that a relay can stream it without holding it.
+	Body []byte `msg:"body"`
 }
 
 // RelayReply answers a RelayRequest that carried an ID.

@@ -811,12 +811,6 @@ func (z *RelayRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 				err = msgp.WrapError(err, "Endpoint")
 				return
 			}
-		case "body":
-			z.Body, err = dc.ReadBytes(z.Body)
-			if err != nil {
-				err = msgp.WrapError(err, "Body")
-				return
-			}
 		case "headers":
 			var zb0002 uint32
 			zb0002, err = dc.ReadMapHeader()
@@ -857,6 +851,12 @@ func (z *RelayRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 				err = msgp.WrapError(err, "ID")
 				return
 			}
+		case "body":
+			z.Body, err = dc.ReadBytes(z.Body)
+			if err != nil {
+				err = msgp.WrapError(err, "Body")
+				return
+			}
 		default:
 			err = dc.Skip()
 			if err != nil {
@@ -876,15 +876,15 @@ func (z *RelayRequest) EncodeMsg(en *msgp.Writer) (err error) {
 	_ = zb0001Mask
 	if z.Headers == nil {
 		zb0001Len--
-		zb0001Mask |= 0x4
+		zb0001Mask |= 0x2
 	}
 	if z.ContentType == "" {
 		zb0001Len--
-		zb0001Mask |= 0x8
+		zb0001Mask |= 0x4
 	}
 	if z.ID == "" {
 		zb0001Len--
-		zb0001Mask |= 0x10
+		zb0001Mask |= 0x8
 	}
 	// variable map header, size zb0001Len
 	err = en.Append(0x80 | uint8(zb0001Len))
@@ -904,17 +904,7 @@ func (z *RelayRequest) EncodeMsg(en *msgp.Writer) (err error) {
 			err = msgp.WrapError(err, "Endpoint")
 			return
 		}
-		// write "body"
-		err = en.Append(0xa4, 0x62, 0x6f, 0x64, 0x79)
-		if err != nil {
-			return
-		}
-		err = en.WriteBytes(z.Body)
-		if err != nil {
-			err = msgp.WrapError(err, "Body")
-			return
-		}
-		if (zb0001Mask & 0x4) == 0 { // if not omitted
+		if (zb0001Mask & 0x2) == 0 { // if not omitted
 			// write "headers"
 			err = en.Append(0xa7, 0x68, 0x65, 0x61, 0x64, 0x65, 0x72, 0x73)
 			if err != nil {
@@ -938,7 +928,7 @@ func (z *RelayRequest) EncodeMsg(en *msgp.Writer) (err error) {
 				}
 			}
 		}
-		if (zb0001Mask & 0x8) == 0 { // if not omitted
+		if (zb0001Mask & 0x4) == 0 { // if not omitted
 			// write "content_type"
 			err = en.Append(0xac, 0x63, 0x6f, 0x6e, 0x74, 0x65, 0x6e, 0x74, 0x5f, 0x74, 0x79, 0x70, 0x65)
 			if err != nil {
@@ -950,7 +940,7 @@ func (z *RelayRequest) EncodeMsg(en *msgp.Writer) (err error) {
 				return
 			}
 		}
-		if (zb0001Mask & 0x10) == 0 { // if not omitted
+		if (zb0001Mask & 0x8) == 0 { // if not omitted
 			// write "id"
 			err = en.Append(0xa2, 0x69, 0x64)
 			if err != nil {
@@ -961,6 +951,16 @@ func (z *RelayRequest) EncodeMsg(en *msgp.Writer) (err error) {
 				err = msgp.WrapError(err, "ID")
 				return
 			}
+		}
+		// write "body"
+		err = en.Append(0xa4, 0x62, 0x6f, 0x64, 0x79)
+		if err != nil {
+			return
+		}
+		err = en.WriteBytes(z.Body)
+		if err != nil {
+			err = msgp.WrapError(err, "Body")
+			return
 		}
 	}
 	return
@@ -975,15 +975,15 @@ func (z *RelayRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	_ = zb0001Mask
 	if z.Headers == nil {
 		zb0001Len--
-		zb0001Mask |= 0x4
+		zb0001Mask |= 0x2
 	}
 	if z.ContentType == "" {
 		zb0001Len--
-		zb0001Mask |= 0x8
+		zb0001Mask |= 0x4
 	}
 	if z.ID == "" {
 		zb0001Len--
-		zb0001Mask |= 0x10
+		zb0001Mask |= 0x8
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -993,10 +993,7 @@ func (z *RelayRequest) MarshalMsg(b []byte) (o []byte, err error) {
 		// string "endpoint"
 		o = append(o, 0xa8, 0x65, 0x6e, 0x64, 0x70, 0x6f, 0x69, 0x6e, 0x74)
 		o = msgp.AppendString(o, z.Endpoint)
-		// string "body"
-		o = append(o, 0xa4, 0x62, 0x6f, 0x64, 0x79)
-		o = msgp.AppendBytes(o, z.Body)
-		if (zb0001Mask & 0x4) == 0 { // if not omitted
+		if (zb0001Mask & 0x2) == 0 { // if not omitted
 			// string "headers"
 			o = append(o, 0xa7, 0x68, 0x65, 0x61, 0x64, 0x65, 0x72, 0x73)
 			o = msgp.AppendMapHeader(o, uint32(len(z.Headers)))
@@ -1005,16 +1002,19 @@ func (z *RelayRequest) MarshalMsg(b []byte) (o []byte, err error) {
 				o = msgp.AppendString(o, za0002)
 			}
 		}
-		if (zb0001Mask & 0x8) == 0 { // if not omitted
+		if (zb0001Mask & 0x4) == 0 { // if not omitted
 			// string "content_type"
 			o = append(o, 0xac, 0x63, 0x6f, 0x6e, 0x74, 0x65, 0x6e, 0x74, 0x5f, 0x74, 0x79, 0x70, 0x65)
 			o = msgp.AppendString(o, z.ContentType)
 		}
-		if (zb0001Mask & 0x10) == 0 { // if not omitted
+		if (zb0001Mask & 0x8) == 0 { // if not omitted
 			// string "id"
 			o = append(o, 0xa2, 0x69, 0x64)
 			o = msgp.AppendString(o, z.ID)
 		}
+		// string "body"
+		o = append(o, 0xa4, 0x62, 0x6f, 0x64, 0x79)
+		o = msgp.AppendBytes(o, z.Body)
 	}
 	return
 }
@@ -1041,12 +1041,6 @@ func (z *RelayRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			z.Endpoint, bts, err = msgp.ReadStringBytes(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "Endpoint")
-				return
-			}
-		case "body":
-			z.Body, bts, err = msgp.ReadBytesBytes(bts, z.Body)
-			if err != nil {
-				err = msgp.WrapError(err, "Body")
 				return
 			}
 		case "headers":
@@ -1089,6 +1083,12 @@ func (z *RelayRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "ID")
 				return
 			}
+		case "body":
+			z.Body, bts, err = msgp.ReadBytesBytes(bts, z.Body)
+			if err != nil {
+				err = msgp.WrapError(err, "Body")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -1103,13 +1103,13 @@ func (z *RelayRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *RelayRequest) Msgsize() (s int) {
-	s = 1 + 9 + msgp.StringPrefixSize + len(z.Endpoint) + 5 + msgp.BytesPrefixSize + len(z.Body) + 8 + msgp.MapHeaderSize
+	s = 1 + 9 + msgp.StringPrefixSize + len(z.Endpoint) + 8 + msgp.MapHeaderSize
 	if z.Headers != nil {
 		for za0001, za0002 := range z.Headers {
 			_ = za0002
 			s += msgp.StringPrefixSize + len(za0001) + msgp.StringPrefixSize + len(za0002)
 		}
 	}
-	s += 13 + msgp.StringPrefixSize + len(z.ContentType) + 3 + msgp.StringPrefixSize + len(z.ID)
+	s += 13 + msgp.StringPrefixSize + len(z.ContentType) + 3 + msgp.StringPrefixSize + len(z.ID) + 5 + msgp.BytesPrefixSize + len(z.Body)
 	return
 }
