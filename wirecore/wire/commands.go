@@ -1,5 +1,9 @@
 package wire
 
+// Arrays and maps announced longer than this are refused before anything is
+// allocated for them (a count is 4 bytes; its elements would be far more).
+//msgp:limit arrays:65536 maps:65536
+
 // The seven command kinds of protocol "1", in the order the protocol lists them.
 const (
 	KindHibernate    = "hibernate"
@@ -28,12 +32,12 @@ type Setup struct {
 type Exec struct {
 	ExecID        string            `msg:"exec_id"`
 	Command       string            `msg:"command"`
-	Env           map[string]string `msg:"env,omitempty"`
+	Env           map[string]string `msg:"env,omitempty,allownil"`
 	Stdin         *string           `msg:"stdin,omitempty"`
 	Workdir       *string           `msg:"workdir,omitempty"`
 	TimeoutS      *Float            `msg:"timeout_s,omitempty"`
 	Log           *LogSink          `msg:"log,omitempty"`
-	PayloadInline Blob              `msg:"payload_inline,omitempty"`
+	PayloadInline Blob              `msg:"payload_inline,omitzero"`
 	PayloadRef    *PayloadRef       `msg:"payload_ref,omitempty"`
 }
 
@@ -87,9 +91,9 @@ type RunConfig struct {
 // DockerConfig is run_config.docker (also used by gvisor).
 type DockerConfig struct {
 	Network      string            `msg:"network,omitempty"`
-	Env          map[string]string `msg:"env,omitempty"`
-	Volumes      []string          `msg:"volumes,omitempty"`
-	Args         []string          `msg:"args,omitempty"`
+	Env          map[string]string `msg:"env,omitempty,allownil"`
+	Volumes      []string          `msg:"volumes,omitempty,allownil"`
+	Args         []string          `msg:"args,omitempty,allownil"`
 	RegistryAuth *RegistryAuth     `msg:"registry_auth,omitempty"`
 }
 
@@ -106,10 +110,10 @@ type SlurmConfig struct {
 	Partition     string `msg:"partition,omitempty"`
 	Time          string `msg:"time,omitempty"`
 	Gres          string `msg:"gres,omitempty"`
-	Nodes         Text   `msg:"nodes,omitempty"`
-	NtasksPerNode Text   `msg:"ntasks-per-node,omitempty"`
-	CPUsPerTask   Text   `msg:"cpus-per-task,omitempty"`
-	Mem           Text   `msg:"mem,omitempty"`
+	Nodes         Text   `msg:"nodes,omitzero"`
+	NtasksPerNode Text   `msg:"ntasks-per-node,omitzero"`
+	CPUsPerTask   Text   `msg:"cpus-per-task,omitzero"`
+	Mem           Text   `msg:"mem,omitzero"`
 	PollIntervalS *Float `msg:"poll_interval_s,omitempty"`
 }
 
@@ -118,9 +122,9 @@ type SlurmConfig struct {
 type KubeConfig struct {
 	Namespace     string `msg:"namespace,omitempty"`
 	Context       string `msg:"context,omitempty"`
-	GPU           Text   `msg:"gpu,omitempty"`
-	CPU           Text   `msg:"cpu,omitempty"`
-	Memory        Text   `msg:"memory,omitempty"`
+	GPU           Text   `msg:"gpu,omitzero"`
+	CPU           Text   `msg:"cpu,omitzero"`
+	Memory        Text   `msg:"memory,omitzero"`
 	PollIntervalS *Float `msg:"poll_interval_s,omitempty"`
 	PVC           string `msg:"pvc,omitempty"`
 }

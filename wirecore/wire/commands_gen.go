@@ -6,6 +6,12 @@ import (
 	"github.com/tinylib/msgp/msgp"
 )
 
+// Size limits for msgp deserialization
+const (
+	z53facf76limitArrays = 65536
+	z53facf76limitMaps   = 65536
+)
+
 // DecodeMsg implements msgp.Decodable
 func (z *DockerConfig) DecodeMsg(dc *msgp.Reader) (err error) {
 	var field []byte
@@ -14,6 +20,10 @@ func (z *DockerConfig) DecodeMsg(dc *msgp.Reader) (err error) {
 	zb0001, err = dc.ReadMapHeader()
 	if err != nil {
 		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z53facf76limitMaps {
+		err = msgp.ErrLimitExceeded
 		return
 	}
 	for zb0001 > 0 {
@@ -31,69 +41,108 @@ func (z *DockerConfig) DecodeMsg(dc *msgp.Reader) (err error) {
 				return
 			}
 		case "env":
-			var zb0002 uint32
-			zb0002, err = dc.ReadMapHeader()
-			if err != nil {
-				err = msgp.WrapError(err, "Env")
-				return
-			}
-			if z.Env == nil {
-				z.Env = make(map[string]string, zb0002)
-			} else if len(z.Env) > 0 {
-				clear(z.Env)
-			}
-			for zb0002 > 0 {
-				zb0002--
-				var za0001 string
-				za0001, err = dc.ReadString()
+			if dc.IsNil() {
+				err = dc.ReadNil()
 				if err != nil {
 					err = msgp.WrapError(err, "Env")
 					return
 				}
-				var za0002 string
-				za0002, err = dc.ReadString()
+				z.Env = nil
+			} else {
+				var zb0002 uint32
+				zb0002, err = dc.ReadMapHeader()
 				if err != nil {
-					err = msgp.WrapError(err, "Env", za0001)
+					err = msgp.WrapError(err, "Env")
 					return
 				}
-				z.Env[za0001] = za0002
+				if zb0002 > z53facf76limitMaps {
+					err = msgp.ErrLimitExceeded
+					return
+				}
+				if z.Env == nil {
+					z.Env = make(map[string]string, zb0002)
+				} else if len(z.Env) > 0 {
+					clear(z.Env)
+				}
+				for zb0002 > 0 {
+					zb0002--
+					var za0001 string
+					za0001, err = dc.ReadString()
+					if err != nil {
+						err = msgp.WrapError(err, "Env")
+						return
+					}
+					var za0002 string
+					za0002, err = dc.ReadString()
+					if err != nil {
+						err = msgp.WrapError(err, "Env", za0001)
+						return
+					}
+					z.Env[za0001] = za0002
+				}
 			}
 		case "volumes":
-			var zb0003 uint32
-			zb0003, err = dc.ReadArrayHeader()
-			if err != nil {
-				err = msgp.WrapError(err, "Volumes")
-				return
-			}
-			if cap(z.Volumes) >= int(zb0003) {
-				z.Volumes = (z.Volumes)[:zb0003]
-			} else {
-				z.Volumes = make([]string, zb0003)
-			}
-			for za0003 := range z.Volumes {
-				z.Volumes[za0003], err = dc.ReadString()
+			if dc.IsNil() {
+				err = dc.ReadNil()
 				if err != nil {
-					err = msgp.WrapError(err, "Volumes", za0003)
+					err = msgp.WrapError(err, "Volumes")
 					return
+				}
+				z.Volumes = nil
+			} else {
+				var zb0003 uint32
+				zb0003, err = dc.ReadArrayHeader()
+				if err != nil {
+					err = msgp.WrapError(err, "Volumes")
+					return
+				}
+				if zb0003 > z53facf76limitArrays {
+					err = msgp.ErrLimitExceeded
+					return
+				}
+				if z.Volumes != nil && cap(z.Volumes) >= int(zb0003) {
+					z.Volumes = (z.Volumes)[:zb0003]
+				} else {
+					z.Volumes = make([]string, zb0003)
+				}
+				for za0003 := range z.Volumes {
+					z.Volumes[za0003], err = dc.ReadString()
+					if err != nil {
+						err = msgp.WrapError(err, "Volumes", za0003)
+						return
+					}
 				}
 			}
 		case "args":
-			var zb0004 uint32
-			zb0004, err = dc.ReadArrayHeader()
-			if err != nil {
-				err = msgp.WrapError(err, "Args")
-				return
-			}
-			if cap(z.Args) >= int(zb0004) {
-				z.Args = (z.Args)[:zb0004]
-			} else {
-				z.Args = make([]string, zb0004)
-			}
-			for za0004 := range z.Args {
-				z.Args[za0004], err = dc.ReadString()
+			if dc.IsNil() {
+				err = dc.ReadNil()
 				if err != nil {
-					err = msgp.WrapError(err, "Args", za0004)
+					err = msgp.WrapError(err, "Args")
 					return
+				}
+				z.Args = nil
+			} else {
+				var zb0004 uint32
+				zb0004, err = dc.ReadArrayHeader()
+				if err != nil {
+					err = msgp.WrapError(err, "Args")
+					return
+				}
+				if zb0004 > z53facf76limitArrays {
+					err = msgp.ErrLimitExceeded
+					return
+				}
+				if z.Args != nil && cap(z.Args) >= int(zb0004) {
+					z.Args = (z.Args)[:zb0004]
+				} else {
+					z.Args = make([]string, zb0004)
+				}
+				for za0004 := range z.Args {
+					z.Args[za0004], err = dc.ReadString()
+					if err != nil {
+						err = msgp.WrapError(err, "Args", za0004)
+						return
+					}
 				}
 			}
 		case "registry_auth":
@@ -345,6 +394,10 @@ func (z *DockerConfig) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z53facf76limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -354,75 +407,102 @@ func (z *DockerConfig) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 		switch msgp.UnsafeString(field) {
 		case "network":
-			z.Network, bts, err = msgp.ReadStringBytes(bts)
+			z.Network, bts, err = reuseString(bts, z.Network)
 			if err != nil {
 				err = msgp.WrapError(err, "Network")
 				return
 			}
 		case "env":
-			var zb0002 uint32
-			zb0002, bts, err = msgp.ReadMapHeaderBytes(bts)
-			if err != nil {
-				err = msgp.WrapError(err, "Env")
-				return
-			}
-			if z.Env == nil {
-				z.Env = make(map[string]string, zb0002)
-			} else if len(z.Env) > 0 {
-				clear(z.Env)
-			}
-			for zb0002 > 0 {
-				var za0002 string
-				zb0002--
-				var za0001 string
-				za0001, bts, err = msgp.ReadStringBytes(bts)
+			if msgp.IsNil(bts) {
+				bts = bts[1:]
+				z.Env = nil
+			} else {
+				var zb0002 uint32
+				zb0002, bts, err = msgp.ReadMapHeaderBytes(bts)
 				if err != nil {
 					err = msgp.WrapError(err, "Env")
 					return
 				}
-				za0002, bts, err = msgp.ReadStringBytes(bts)
-				if err != nil {
-					err = msgp.WrapError(err, "Env", za0001)
+				if zb0002 > z53facf76limitMaps {
+					err = msgp.ErrLimitExceeded
 					return
 				}
-				z.Env[za0001] = za0002
+				if z.Env == nil {
+					z.Env = make(map[string]string, zb0002)
+				} else if len(z.Env) > 0 {
+					clear(z.Env)
+				}
+				for zb0002 > 0 {
+					var za0002 string
+					zb0002--
+					var za0001 string
+					za0001, bts, err = msgp.ReadStringBytes(bts)
+					if err != nil {
+						err = msgp.WrapError(err, "Env")
+						return
+					}
+					za0002, bts, err = msgp.ReadStringBytes(bts)
+					if err != nil {
+						err = msgp.WrapError(err, "Env", za0001)
+						return
+					}
+					z.Env[za0001] = za0002
+				}
 			}
 		case "volumes":
-			var zb0003 uint32
-			zb0003, bts, err = msgp.ReadArrayHeaderBytes(bts)
-			if err != nil {
-				err = msgp.WrapError(err, "Volumes")
-				return
-			}
-			if cap(z.Volumes) >= int(zb0003) {
-				z.Volumes = (z.Volumes)[:zb0003]
+			if msgp.IsNil(bts) {
+				bts = bts[1:]
+				z.Volumes = nil
 			} else {
-				z.Volumes = make([]string, zb0003)
-			}
-			for za0003 := range z.Volumes {
-				z.Volumes[za0003], bts, err = msgp.ReadStringBytes(bts)
+				var zb0003 uint32
+				zb0003, bts, err = msgp.ReadArrayHeaderBytes(bts)
 				if err != nil {
-					err = msgp.WrapError(err, "Volumes", za0003)
+					err = msgp.WrapError(err, "Volumes")
 					return
+				}
+				if zb0003 > z53facf76limitArrays {
+					err = msgp.ErrLimitExceeded
+					return
+				}
+				if z.Volumes != nil && cap(z.Volumes) >= int(zb0003) {
+					z.Volumes = (z.Volumes)[:zb0003]
+				} else {
+					z.Volumes = make([]string, zb0003)
+				}
+				for za0003 := range z.Volumes {
+					z.Volumes[za0003], bts, err = reuseString(bts, z.Volumes[za0003])
+					if err != nil {
+						err = msgp.WrapError(err, "Volumes", za0003)
+						return
+					}
 				}
 			}
 		case "args":
-			var zb0004 uint32
-			zb0004, bts, err = msgp.ReadArrayHeaderBytes(bts)
-			if err != nil {
-				err = msgp.WrapError(err, "Args")
-				return
-			}
-			if cap(z.Args) >= int(zb0004) {
-				z.Args = (z.Args)[:zb0004]
+			if msgp.IsNil(bts) {
+				bts = bts[1:]
+				z.Args = nil
 			} else {
-				z.Args = make([]string, zb0004)
-			}
-			for za0004 := range z.Args {
-				z.Args[za0004], bts, err = msgp.ReadStringBytes(bts)
+				var zb0004 uint32
+				zb0004, bts, err = msgp.ReadArrayHeaderBytes(bts)
 				if err != nil {
-					err = msgp.WrapError(err, "Args", za0004)
+					err = msgp.WrapError(err, "Args")
 					return
+				}
+				if zb0004 > z53facf76limitArrays {
+					err = msgp.ErrLimitExceeded
+					return
+				}
+				if z.Args != nil && cap(z.Args) >= int(zb0004) {
+					z.Args = (z.Args)[:zb0004]
+				} else {
+					z.Args = make([]string, zb0004)
+				}
+				for za0004 := range z.Args {
+					z.Args[za0004], bts, err = reuseString(bts, z.Args[za0004])
+					if err != nil {
+						err = msgp.WrapError(err, "Args", za0004)
+						return
+					}
 				}
 			}
 		case "registry_auth":
@@ -490,6 +570,10 @@ func (z *Exec) DecodeMsg(dc *msgp.Reader) (err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z53facf76limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, err = dc.ReadMapKeyPtr()
@@ -511,32 +595,45 @@ func (z *Exec) DecodeMsg(dc *msgp.Reader) (err error) {
 				return
 			}
 		case "env":
-			var zb0002 uint32
-			zb0002, err = dc.ReadMapHeader()
-			if err != nil {
-				err = msgp.WrapError(err, "Env")
-				return
-			}
-			if z.Env == nil {
-				z.Env = make(map[string]string, zb0002)
-			} else if len(z.Env) > 0 {
-				clear(z.Env)
-			}
-			for zb0002 > 0 {
-				zb0002--
-				var za0001 string
-				za0001, err = dc.ReadString()
+			if dc.IsNil() {
+				err = dc.ReadNil()
 				if err != nil {
 					err = msgp.WrapError(err, "Env")
 					return
 				}
-				var za0002 string
-				za0002, err = dc.ReadString()
+				z.Env = nil
+			} else {
+				var zb0002 uint32
+				zb0002, err = dc.ReadMapHeader()
 				if err != nil {
-					err = msgp.WrapError(err, "Env", za0001)
+					err = msgp.WrapError(err, "Env")
 					return
 				}
-				z.Env[za0001] = za0002
+				if zb0002 > z53facf76limitMaps {
+					err = msgp.ErrLimitExceeded
+					return
+				}
+				if z.Env == nil {
+					z.Env = make(map[string]string, zb0002)
+				} else if len(z.Env) > 0 {
+					clear(z.Env)
+				}
+				for zb0002 > 0 {
+					zb0002--
+					var za0001 string
+					za0001, err = dc.ReadString()
+					if err != nil {
+						err = msgp.WrapError(err, "Env")
+						return
+					}
+					var za0002 string
+					za0002, err = dc.ReadString()
+					if err != nil {
+						err = msgp.WrapError(err, "Env", za0001)
+						return
+					}
+					z.Env[za0001] = za0002
+				}
 			}
 		case "stdin":
 			if dc.IsNil() {
@@ -671,6 +768,10 @@ func (z *Exec) EncodeMsg(en *msgp.Writer) (err error) {
 		zb0001Len--
 		zb0001Mask |= 0x40
 	}
+	if z.PayloadInline.IsZero() {
+		zb0001Len--
+		zb0001Mask |= 0x80
+	}
 	if z.PayloadRef == nil {
 		zb0001Len--
 		zb0001Mask |= 0x100
@@ -803,15 +904,17 @@ func (z *Exec) EncodeMsg(en *msgp.Writer) (err error) {
 				}
 			}
 		}
-		// write "payload_inline"
-		err = en.Append(0xae, 0x70, 0x61, 0x79, 0x6c, 0x6f, 0x61, 0x64, 0x5f, 0x69, 0x6e, 0x6c, 0x69, 0x6e, 0x65)
-		if err != nil {
-			return
-		}
-		err = z.PayloadInline.EncodeMsg(en)
-		if err != nil {
-			err = msgp.WrapError(err, "PayloadInline")
-			return
+		if (zb0001Mask & 0x80) == 0 { // if not omitted
+			// write "payload_inline"
+			err = en.Append(0xae, 0x70, 0x61, 0x79, 0x6c, 0x6f, 0x61, 0x64, 0x5f, 0x69, 0x6e, 0x6c, 0x69, 0x6e, 0x65)
+			if err != nil {
+				return
+			}
+			err = z.PayloadInline.EncodeMsg(en)
+			if err != nil {
+				err = msgp.WrapError(err, "PayloadInline")
+				return
+			}
 		}
 		if (zb0001Mask & 0x100) == 0 { // if not omitted
 			// write "payload_ref"
@@ -862,6 +965,10 @@ func (z *Exec) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.Log == nil {
 		zb0001Len--
 		zb0001Mask |= 0x40
+	}
+	if z.PayloadInline.IsZero() {
+		zb0001Len--
+		zb0001Mask |= 0x80
 	}
 	if z.PayloadRef == nil {
 		zb0001Len--
@@ -931,12 +1038,14 @@ func (z *Exec) MarshalMsg(b []byte) (o []byte, err error) {
 				}
 			}
 		}
-		// string "payload_inline"
-		o = append(o, 0xae, 0x70, 0x61, 0x79, 0x6c, 0x6f, 0x61, 0x64, 0x5f, 0x69, 0x6e, 0x6c, 0x69, 0x6e, 0x65)
-		o, err = z.PayloadInline.MarshalMsg(o)
-		if err != nil {
-			err = msgp.WrapError(err, "PayloadInline")
-			return
+		if (zb0001Mask & 0x80) == 0 { // if not omitted
+			// string "payload_inline"
+			o = append(o, 0xae, 0x70, 0x61, 0x79, 0x6c, 0x6f, 0x61, 0x64, 0x5f, 0x69, 0x6e, 0x6c, 0x69, 0x6e, 0x65)
+			o, err = z.PayloadInline.MarshalMsg(o)
+			if err != nil {
+				err = msgp.WrapError(err, "PayloadInline")
+				return
+			}
 		}
 		if (zb0001Mask & 0x100) == 0 { // if not omitted
 			// string "payload_ref"
@@ -965,6 +1074,10 @@ func (z *Exec) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z53facf76limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -974,44 +1087,53 @@ func (z *Exec) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 		switch msgp.UnsafeString(field) {
 		case "exec_id":
-			z.ExecID, bts, err = msgp.ReadStringBytes(bts)
+			z.ExecID, bts, err = reuseString(bts, z.ExecID)
 			if err != nil {
 				err = msgp.WrapError(err, "ExecID")
 				return
 			}
 		case "command":
-			z.Command, bts, err = msgp.ReadStringBytes(bts)
+			z.Command, bts, err = reuseString(bts, z.Command)
 			if err != nil {
 				err = msgp.WrapError(err, "Command")
 				return
 			}
 		case "env":
-			var zb0002 uint32
-			zb0002, bts, err = msgp.ReadMapHeaderBytes(bts)
-			if err != nil {
-				err = msgp.WrapError(err, "Env")
-				return
-			}
-			if z.Env == nil {
-				z.Env = make(map[string]string, zb0002)
-			} else if len(z.Env) > 0 {
-				clear(z.Env)
-			}
-			for zb0002 > 0 {
-				var za0002 string
-				zb0002--
-				var za0001 string
-				za0001, bts, err = msgp.ReadStringBytes(bts)
+			if msgp.IsNil(bts) {
+				bts = bts[1:]
+				z.Env = nil
+			} else {
+				var zb0002 uint32
+				zb0002, bts, err = msgp.ReadMapHeaderBytes(bts)
 				if err != nil {
 					err = msgp.WrapError(err, "Env")
 					return
 				}
-				za0002, bts, err = msgp.ReadStringBytes(bts)
-				if err != nil {
-					err = msgp.WrapError(err, "Env", za0001)
+				if zb0002 > z53facf76limitMaps {
+					err = msgp.ErrLimitExceeded
 					return
 				}
-				z.Env[za0001] = za0002
+				if z.Env == nil {
+					z.Env = make(map[string]string, zb0002)
+				} else if len(z.Env) > 0 {
+					clear(z.Env)
+				}
+				for zb0002 > 0 {
+					var za0002 string
+					zb0002--
+					var za0001 string
+					za0001, bts, err = msgp.ReadStringBytes(bts)
+					if err != nil {
+						err = msgp.WrapError(err, "Env")
+						return
+					}
+					za0002, bts, err = msgp.ReadStringBytes(bts)
+					if err != nil {
+						err = msgp.WrapError(err, "Env", za0001)
+						return
+					}
+					z.Env[za0001] = za0002
+				}
 			}
 		case "stdin":
 			if msgp.IsNil(bts) {
@@ -1024,7 +1146,7 @@ func (z *Exec) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				if z.Stdin == nil {
 					z.Stdin = new(string)
 				}
-				*z.Stdin, bts, err = msgp.ReadStringBytes(bts)
+				*z.Stdin, bts, err = reuseString(bts, *z.Stdin)
 				if err != nil {
 					err = msgp.WrapError(err, "Stdin")
 					return
@@ -1041,7 +1163,7 @@ func (z *Exec) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				if z.Workdir == nil {
 					z.Workdir = new(string)
 				}
-				*z.Workdir, bts, err = msgp.ReadStringBytes(bts)
+				*z.Workdir, bts, err = reuseString(bts, *z.Workdir)
 				if err != nil {
 					err = msgp.WrapError(err, "Workdir")
 					return
@@ -1168,6 +1290,10 @@ func (z *Function) DecodeMsg(dc *msgp.Reader) (err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z53facf76limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, err = dc.ReadMapKeyPtr()
@@ -1248,6 +1374,10 @@ func (z *Function) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z53facf76limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -1257,13 +1387,13 @@ func (z *Function) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 		switch msgp.UnsafeString(field) {
 		case "module":
-			z.Module, bts, err = msgp.ReadStringBytes(bts)
+			z.Module, bts, err = reuseString(bts, z.Module)
 			if err != nil {
 				err = msgp.WrapError(err, "Module")
 				return
 			}
 		case "qualname":
-			z.Qualname, bts, err = msgp.ReadStringBytes(bts)
+			z.Qualname, bts, err = reuseString(bts, z.Qualname)
 			if err != nil {
 				err = msgp.WrapError(err, "Qualname")
 				return
@@ -1294,6 +1424,10 @@ func (z *Hibernate) DecodeMsg(dc *msgp.Reader) (err error) {
 	zb0001, err = dc.ReadMapHeader()
 	if err != nil {
 		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z53facf76limitMaps {
+		err = msgp.ErrLimitExceeded
 		return
 	}
 	for zb0001 > 0 {
@@ -1361,6 +1495,10 @@ func (z *Hibernate) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z53facf76limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -1401,6 +1539,10 @@ func (z *KubeConfig) DecodeMsg(dc *msgp.Reader) (err error) {
 	zb0001, err = dc.ReadMapHeader()
 	if err != nil {
 		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z53facf76limitMaps {
+		err = msgp.ErrLimitExceeded
 		return
 	}
 	for zb0001 > 0 {
@@ -1490,6 +1632,18 @@ func (z *KubeConfig) EncodeMsg(en *msgp.Writer) (err error) {
 		zb0001Len--
 		zb0001Mask |= 0x2
 	}
+	if z.GPU.IsZero() {
+		zb0001Len--
+		zb0001Mask |= 0x4
+	}
+	if z.CPU.IsZero() {
+		zb0001Len--
+		zb0001Mask |= 0x8
+	}
+	if z.Memory.IsZero() {
+		zb0001Len--
+		zb0001Mask |= 0x10
+	}
 	if z.PollIntervalS == nil {
 		zb0001Len--
 		zb0001Mask |= 0x20
@@ -1530,35 +1684,41 @@ func (z *KubeConfig) EncodeMsg(en *msgp.Writer) (err error) {
 				return
 			}
 		}
-		// write "gpu"
-		err = en.Append(0xa3, 0x67, 0x70, 0x75)
-		if err != nil {
-			return
+		if (zb0001Mask & 0x4) == 0 { // if not omitted
+			// write "gpu"
+			err = en.Append(0xa3, 0x67, 0x70, 0x75)
+			if err != nil {
+				return
+			}
+			err = z.GPU.EncodeMsg(en)
+			if err != nil {
+				err = msgp.WrapError(err, "GPU")
+				return
+			}
 		}
-		err = z.GPU.EncodeMsg(en)
-		if err != nil {
-			err = msgp.WrapError(err, "GPU")
-			return
+		if (zb0001Mask & 0x8) == 0 { // if not omitted
+			// write "cpu"
+			err = en.Append(0xa3, 0x63, 0x70, 0x75)
+			if err != nil {
+				return
+			}
+			err = z.CPU.EncodeMsg(en)
+			if err != nil {
+				err = msgp.WrapError(err, "CPU")
+				return
+			}
 		}
-		// write "cpu"
-		err = en.Append(0xa3, 0x63, 0x70, 0x75)
-		if err != nil {
-			return
-		}
-		err = z.CPU.EncodeMsg(en)
-		if err != nil {
-			err = msgp.WrapError(err, "CPU")
-			return
-		}
-		// write "memory"
-		err = en.Append(0xa6, 0x6d, 0x65, 0x6d, 0x6f, 0x72, 0x79)
-		if err != nil {
-			return
-		}
-		err = z.Memory.EncodeMsg(en)
-		if err != nil {
-			err = msgp.WrapError(err, "Memory")
-			return
+		if (zb0001Mask & 0x10) == 0 { // if not omitted
+			// write "memory"
+			err = en.Append(0xa6, 0x6d, 0x65, 0x6d, 0x6f, 0x72, 0x79)
+			if err != nil {
+				return
+			}
+			err = z.Memory.EncodeMsg(en)
+			if err != nil {
+				err = msgp.WrapError(err, "Memory")
+				return
+			}
 		}
 		if (zb0001Mask & 0x20) == 0 { // if not omitted
 			// write "poll_interval_s"
@@ -1610,6 +1770,18 @@ func (z *KubeConfig) MarshalMsg(b []byte) (o []byte, err error) {
 		zb0001Len--
 		zb0001Mask |= 0x2
 	}
+	if z.GPU.IsZero() {
+		zb0001Len--
+		zb0001Mask |= 0x4
+	}
+	if z.CPU.IsZero() {
+		zb0001Len--
+		zb0001Mask |= 0x8
+	}
+	if z.Memory.IsZero() {
+		zb0001Len--
+		zb0001Mask |= 0x10
+	}
 	if z.PollIntervalS == nil {
 		zb0001Len--
 		zb0001Mask |= 0x20
@@ -1633,26 +1805,32 @@ func (z *KubeConfig) MarshalMsg(b []byte) (o []byte, err error) {
 			o = append(o, 0xa7, 0x63, 0x6f, 0x6e, 0x74, 0x65, 0x78, 0x74)
 			o = msgp.AppendString(o, z.Context)
 		}
-		// string "gpu"
-		o = append(o, 0xa3, 0x67, 0x70, 0x75)
-		o, err = z.GPU.MarshalMsg(o)
-		if err != nil {
-			err = msgp.WrapError(err, "GPU")
-			return
+		if (zb0001Mask & 0x4) == 0 { // if not omitted
+			// string "gpu"
+			o = append(o, 0xa3, 0x67, 0x70, 0x75)
+			o, err = z.GPU.MarshalMsg(o)
+			if err != nil {
+				err = msgp.WrapError(err, "GPU")
+				return
+			}
 		}
-		// string "cpu"
-		o = append(o, 0xa3, 0x63, 0x70, 0x75)
-		o, err = z.CPU.MarshalMsg(o)
-		if err != nil {
-			err = msgp.WrapError(err, "CPU")
-			return
+		if (zb0001Mask & 0x8) == 0 { // if not omitted
+			// string "cpu"
+			o = append(o, 0xa3, 0x63, 0x70, 0x75)
+			o, err = z.CPU.MarshalMsg(o)
+			if err != nil {
+				err = msgp.WrapError(err, "CPU")
+				return
+			}
 		}
-		// string "memory"
-		o = append(o, 0xa6, 0x6d, 0x65, 0x6d, 0x6f, 0x72, 0x79)
-		o, err = z.Memory.MarshalMsg(o)
-		if err != nil {
-			err = msgp.WrapError(err, "Memory")
-			return
+		if (zb0001Mask & 0x10) == 0 { // if not omitted
+			// string "memory"
+			o = append(o, 0xa6, 0x6d, 0x65, 0x6d, 0x6f, 0x72, 0x79)
+			o, err = z.Memory.MarshalMsg(o)
+			if err != nil {
+				err = msgp.WrapError(err, "Memory")
+				return
+			}
 		}
 		if (zb0001Mask & 0x20) == 0 { // if not omitted
 			// string "poll_interval_s"
@@ -1686,6 +1864,10 @@ func (z *KubeConfig) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z53facf76limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -1695,13 +1877,13 @@ func (z *KubeConfig) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 		switch msgp.UnsafeString(field) {
 		case "namespace":
-			z.Namespace, bts, err = msgp.ReadStringBytes(bts)
+			z.Namespace, bts, err = reuseString(bts, z.Namespace)
 			if err != nil {
 				err = msgp.WrapError(err, "Namespace")
 				return
 			}
 		case "context":
-			z.Context, bts, err = msgp.ReadStringBytes(bts)
+			z.Context, bts, err = reuseString(bts, z.Context)
 			if err != nil {
 				err = msgp.WrapError(err, "Context")
 				return
@@ -1742,7 +1924,7 @@ func (z *KubeConfig) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				}
 			}
 		case "pvc":
-			z.PVC, bts, err = msgp.ReadStringBytes(bts)
+			z.PVC, bts, err = reuseString(bts, z.PVC)
 			if err != nil {
 				err = msgp.WrapError(err, "PVC")
 				return
@@ -1779,6 +1961,10 @@ func (z *LogSink) DecodeMsg(dc *msgp.Reader) (err error) {
 	zb0001, err = dc.ReadMapHeader()
 	if err != nil {
 		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z53facf76limitMaps {
+		err = msgp.ErrLimitExceeded
 		return
 	}
 	for zb0001 > 0 {
@@ -2017,6 +2203,10 @@ func (z *LogSink) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z53facf76limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -2026,7 +2216,7 @@ func (z *LogSink) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 		switch msgp.UnsafeString(field) {
 		case "stdout_url":
-			z.StdoutURL, bts, err = msgp.ReadStringBytes(bts)
+			z.StdoutURL, bts, err = reuseString(bts, z.StdoutURL)
 			if err != nil {
 				err = msgp.WrapError(err, "StdoutURL")
 				return
@@ -2042,7 +2232,7 @@ func (z *LogSink) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				if z.StdinURL == nil {
 					z.StdinURL = new(string)
 				}
-				*z.StdinURL, bts, err = msgp.ReadStringBytes(bts)
+				*z.StdinURL, bts, err = reuseString(bts, *z.StdinURL)
 				if err != nil {
 					err = msgp.WrapError(err, "StdinURL")
 					return
@@ -2059,7 +2249,7 @@ func (z *LogSink) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				if z.ControlURL == nil {
 					z.ControlURL = new(string)
 				}
-				*z.ControlURL, bts, err = msgp.ReadStringBytes(bts)
+				*z.ControlURL, bts, err = reuseString(bts, *z.ControlURL)
 				if err != nil {
 					err = msgp.WrapError(err, "ControlURL")
 					return
@@ -2115,6 +2305,10 @@ func (z *OTAUpdate) DecodeMsg(dc *msgp.Reader) (err error) {
 	zb0001, err = dc.ReadMapHeader()
 	if err != nil {
 		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z53facf76limitMaps {
+		err = msgp.ErrLimitExceeded
 		return
 	}
 	for zb0001 > 0 {
@@ -2216,6 +2410,10 @@ func (z *OTAUpdate) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z53facf76limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -2225,19 +2423,19 @@ func (z *OTAUpdate) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 		switch msgp.UnsafeString(field) {
 		case "version":
-			z.Version, bts, err = msgp.ReadStringBytes(bts)
+			z.Version, bts, err = reuseString(bts, z.Version)
 			if err != nil {
 				err = msgp.WrapError(err, "Version")
 				return
 			}
 		case "url":
-			z.URL, bts, err = msgp.ReadStringBytes(bts)
+			z.URL, bts, err = reuseString(bts, z.URL)
 			if err != nil {
 				err = msgp.WrapError(err, "URL")
 				return
 			}
 		case "sha256":
-			z.SHA256, bts, err = msgp.ReadStringBytes(bts)
+			z.SHA256, bts, err = reuseString(bts, z.SHA256)
 			if err != nil {
 				err = msgp.WrapError(err, "SHA256")
 				return
@@ -2268,6 +2466,10 @@ func (z *RegistryAuth) DecodeMsg(dc *msgp.Reader) (err error) {
 	zb0001, err = dc.ReadMapHeader()
 	if err != nil {
 		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z53facf76limitMaps {
+		err = msgp.ErrLimitExceeded
 		return
 	}
 	for zb0001 > 0 {
@@ -2433,6 +2635,10 @@ func (z *RegistryAuth) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z53facf76limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -2442,25 +2648,25 @@ func (z *RegistryAuth) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 		switch msgp.UnsafeString(field) {
 		case "server":
-			z.Server, bts, err = msgp.ReadStringBytes(bts)
+			z.Server, bts, err = reuseString(bts, z.Server)
 			if err != nil {
 				err = msgp.WrapError(err, "Server")
 				return
 			}
 		case "username":
-			z.Username, bts, err = msgp.ReadStringBytes(bts)
+			z.Username, bts, err = reuseString(bts, z.Username)
 			if err != nil {
 				err = msgp.WrapError(err, "Username")
 				return
 			}
 		case "password":
-			z.Password, bts, err = msgp.ReadStringBytes(bts)
+			z.Password, bts, err = reuseString(bts, z.Password)
 			if err != nil {
 				err = msgp.WrapError(err, "Password")
 				return
 			}
 		case "password_env":
-			z.PasswordEnv, bts, err = msgp.ReadStringBytes(bts)
+			z.PasswordEnv, bts, err = reuseString(bts, z.PasswordEnv)
 			if err != nil {
 				err = msgp.WrapError(err, "PasswordEnv")
 				return
@@ -2493,6 +2699,10 @@ func (z *Run) DecodeMsg(dc *msgp.Reader) (err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z53facf76limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, err = dc.ReadMapKeyPtr()
@@ -2512,6 +2722,10 @@ func (z *Run) DecodeMsg(dc *msgp.Reader) (err error) {
 			zb0002, err = dc.ReadMapHeader()
 			if err != nil {
 				err = msgp.WrapError(err, "Function")
+				return
+			}
+			if zb0002 > z53facf76limitMaps {
+				err = msgp.ErrLimitExceeded
 				return
 			}
 			for zb0002 > 0 {
@@ -2883,6 +3097,10 @@ func (z *Run) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z53facf76limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -2892,7 +3110,7 @@ func (z *Run) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 		switch msgp.UnsafeString(field) {
 		case "invocation_id":
-			z.InvocationID, bts, err = msgp.ReadStringBytes(bts)
+			z.InvocationID, bts, err = reuseString(bts, z.InvocationID)
 			if err != nil {
 				err = msgp.WrapError(err, "InvocationID")
 				return
@@ -2904,6 +3122,10 @@ func (z *Run) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Function")
 				return
 			}
+			if zb0002 > z53facf76limitMaps {
+				err = msgp.ErrLimitExceeded
+				return
+			}
 			for zb0002 > 0 {
 				zb0002--
 				field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -2913,13 +3135,13 @@ func (z *Run) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				}
 				switch msgp.UnsafeString(field) {
 				case "module":
-					z.Function.Module, bts, err = msgp.ReadStringBytes(bts)
+					z.Function.Module, bts, err = reuseString(bts, z.Function.Module)
 					if err != nil {
 						err = msgp.WrapError(err, "Function", "Module")
 						return
 					}
 				case "qualname":
-					z.Function.Qualname, bts, err = msgp.ReadStringBytes(bts)
+					z.Function.Qualname, bts, err = reuseString(bts, z.Function.Qualname)
 					if err != nil {
 						err = msgp.WrapError(err, "Function", "Qualname")
 						return
@@ -2955,7 +3177,7 @@ func (z *Run) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				if z.ParentInvocationID == nil {
 					z.ParentInvocationID = new(string)
 				}
-				*z.ParentInvocationID, bts, err = msgp.ReadStringBytes(bts)
+				*z.ParentInvocationID, bts, err = reuseString(bts, *z.ParentInvocationID)
 				if err != nil {
 					err = msgp.WrapError(err, "ParentInvocationID")
 					return
@@ -2972,7 +3194,7 @@ func (z *Run) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				if z.RootInvocationID == nil {
 					z.RootInvocationID = new(string)
 				}
-				*z.RootInvocationID, bts, err = msgp.ReadStringBytes(bts)
+				*z.RootInvocationID, bts, err = reuseString(bts, *z.RootInvocationID)
 				if err != nil {
 					err = msgp.WrapError(err, "RootInvocationID")
 					return
@@ -2989,7 +3211,7 @@ func (z *Run) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				if z.Script == nil {
 					z.Script = new(string)
 				}
-				*z.Script, bts, err = msgp.ReadStringBytes(bts)
+				*z.Script, bts, err = reuseString(bts, *z.Script)
 				if err != nil {
 					err = msgp.WrapError(err, "Script")
 					return
@@ -3006,7 +3228,7 @@ func (z *Run) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				if z.AsUser == nil {
 					z.AsUser = new(string)
 				}
-				*z.AsUser, bts, err = msgp.ReadStringBytes(bts)
+				*z.AsUser, bts, err = reuseString(bts, *z.AsUser)
 				if err != nil {
 					err = msgp.WrapError(err, "AsUser")
 					return
@@ -3061,6 +3283,10 @@ func (z *RunConfig) DecodeMsg(dc *msgp.Reader) (err error) {
 	zb0001, err = dc.ReadMapHeader()
 	if err != nil {
 		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z53facf76limitMaps {
+		err = msgp.ErrLimitExceeded
 		return
 	}
 	for zb0001 > 0 {
@@ -3362,6 +3588,10 @@ func (z *RunConfig) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z53facf76limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -3371,13 +3601,13 @@ func (z *RunConfig) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 		switch msgp.UnsafeString(field) {
 		case "runner":
-			z.Runner, bts, err = msgp.ReadStringBytes(bts)
+			z.Runner, bts, err = reuseString(bts, z.Runner)
 			if err != nil {
 				err = msgp.WrapError(err, "Runner")
 				return
 			}
 		case "image":
-			z.Image, bts, err = msgp.ReadStringBytes(bts)
+			z.Image, bts, err = reuseString(bts, z.Image)
 			if err != nil {
 				err = msgp.WrapError(err, "Image")
 				return
@@ -3476,6 +3706,10 @@ func (z *Setup) DecodeMsg(dc *msgp.Reader) (err error) {
 	zb0001, err = dc.ReadMapHeader()
 	if err != nil {
 		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z53facf76limitMaps {
+		err = msgp.ErrLimitExceeded
 		return
 	}
 	for zb0001 > 0 {
@@ -3676,6 +3910,10 @@ func (z *Setup) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z53facf76limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -3685,7 +3923,7 @@ func (z *Setup) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 		switch msgp.UnsafeString(field) {
 		case "script":
-			z.Script, bts, err = msgp.ReadStringBytes(bts)
+			z.Script, bts, err = reuseString(bts, z.Script)
 			if err != nil {
 				err = msgp.WrapError(err, "Script")
 				return
@@ -3713,7 +3951,7 @@ func (z *Setup) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				if z.Name == nil {
 					z.Name = new(string)
 				}
-				*z.Name, bts, err = msgp.ReadStringBytes(bts)
+				*z.Name, bts, err = reuseString(bts, *z.Name)
 				if err != nil {
 					err = msgp.WrapError(err, "Name")
 					return
@@ -3750,6 +3988,10 @@ func (z *SlurmConfig) DecodeMsg(dc *msgp.Reader) (err error) {
 	zb0001, err = dc.ReadMapHeader()
 	if err != nil {
 		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z53facf76limitMaps {
+		err = msgp.ErrLimitExceeded
 		return
 	}
 	for zb0001 > 0 {
@@ -3849,6 +4091,22 @@ func (z *SlurmConfig) EncodeMsg(en *msgp.Writer) (err error) {
 		zb0001Len--
 		zb0001Mask |= 0x4
 	}
+	if z.Nodes.IsZero() {
+		zb0001Len--
+		zb0001Mask |= 0x8
+	}
+	if z.NtasksPerNode.IsZero() {
+		zb0001Len--
+		zb0001Mask |= 0x10
+	}
+	if z.CPUsPerTask.IsZero() {
+		zb0001Len--
+		zb0001Mask |= 0x20
+	}
+	if z.Mem.IsZero() {
+		zb0001Len--
+		zb0001Mask |= 0x40
+	}
 	if z.PollIntervalS == nil {
 		zb0001Len--
 		zb0001Mask |= 0x80
@@ -3897,45 +4155,53 @@ func (z *SlurmConfig) EncodeMsg(en *msgp.Writer) (err error) {
 				return
 			}
 		}
-		// write "nodes"
-		err = en.Append(0xa5, 0x6e, 0x6f, 0x64, 0x65, 0x73)
-		if err != nil {
-			return
+		if (zb0001Mask & 0x8) == 0 { // if not omitted
+			// write "nodes"
+			err = en.Append(0xa5, 0x6e, 0x6f, 0x64, 0x65, 0x73)
+			if err != nil {
+				return
+			}
+			err = z.Nodes.EncodeMsg(en)
+			if err != nil {
+				err = msgp.WrapError(err, "Nodes")
+				return
+			}
 		}
-		err = z.Nodes.EncodeMsg(en)
-		if err != nil {
-			err = msgp.WrapError(err, "Nodes")
-			return
+		if (zb0001Mask & 0x10) == 0 { // if not omitted
+			// write "ntasks-per-node"
+			err = en.Append(0xaf, 0x6e, 0x74, 0x61, 0x73, 0x6b, 0x73, 0x2d, 0x70, 0x65, 0x72, 0x2d, 0x6e, 0x6f, 0x64, 0x65)
+			if err != nil {
+				return
+			}
+			err = z.NtasksPerNode.EncodeMsg(en)
+			if err != nil {
+				err = msgp.WrapError(err, "NtasksPerNode")
+				return
+			}
 		}
-		// write "ntasks-per-node"
-		err = en.Append(0xaf, 0x6e, 0x74, 0x61, 0x73, 0x6b, 0x73, 0x2d, 0x70, 0x65, 0x72, 0x2d, 0x6e, 0x6f, 0x64, 0x65)
-		if err != nil {
-			return
+		if (zb0001Mask & 0x20) == 0 { // if not omitted
+			// write "cpus-per-task"
+			err = en.Append(0xad, 0x63, 0x70, 0x75, 0x73, 0x2d, 0x70, 0x65, 0x72, 0x2d, 0x74, 0x61, 0x73, 0x6b)
+			if err != nil {
+				return
+			}
+			err = z.CPUsPerTask.EncodeMsg(en)
+			if err != nil {
+				err = msgp.WrapError(err, "CPUsPerTask")
+				return
+			}
 		}
-		err = z.NtasksPerNode.EncodeMsg(en)
-		if err != nil {
-			err = msgp.WrapError(err, "NtasksPerNode")
-			return
-		}
-		// write "cpus-per-task"
-		err = en.Append(0xad, 0x63, 0x70, 0x75, 0x73, 0x2d, 0x70, 0x65, 0x72, 0x2d, 0x74, 0x61, 0x73, 0x6b)
-		if err != nil {
-			return
-		}
-		err = z.CPUsPerTask.EncodeMsg(en)
-		if err != nil {
-			err = msgp.WrapError(err, "CPUsPerTask")
-			return
-		}
-		// write "mem"
-		err = en.Append(0xa3, 0x6d, 0x65, 0x6d)
-		if err != nil {
-			return
-		}
-		err = z.Mem.EncodeMsg(en)
-		if err != nil {
-			err = msgp.WrapError(err, "Mem")
-			return
+		if (zb0001Mask & 0x40) == 0 { // if not omitted
+			// write "mem"
+			err = en.Append(0xa3, 0x6d, 0x65, 0x6d)
+			if err != nil {
+				return
+			}
+			err = z.Mem.EncodeMsg(en)
+			if err != nil {
+				err = msgp.WrapError(err, "Mem")
+				return
+			}
 		}
 		if (zb0001Mask & 0x80) == 0 { // if not omitted
 			// write "poll_interval_s"
@@ -3979,6 +4245,22 @@ func (z *SlurmConfig) MarshalMsg(b []byte) (o []byte, err error) {
 		zb0001Len--
 		zb0001Mask |= 0x4
 	}
+	if z.Nodes.IsZero() {
+		zb0001Len--
+		zb0001Mask |= 0x8
+	}
+	if z.NtasksPerNode.IsZero() {
+		zb0001Len--
+		zb0001Mask |= 0x10
+	}
+	if z.CPUsPerTask.IsZero() {
+		zb0001Len--
+		zb0001Mask |= 0x20
+	}
+	if z.Mem.IsZero() {
+		zb0001Len--
+		zb0001Mask |= 0x40
+	}
 	if z.PollIntervalS == nil {
 		zb0001Len--
 		zb0001Mask |= 0x80
@@ -4003,33 +4285,41 @@ func (z *SlurmConfig) MarshalMsg(b []byte) (o []byte, err error) {
 			o = append(o, 0xa4, 0x67, 0x72, 0x65, 0x73)
 			o = msgp.AppendString(o, z.Gres)
 		}
-		// string "nodes"
-		o = append(o, 0xa5, 0x6e, 0x6f, 0x64, 0x65, 0x73)
-		o, err = z.Nodes.MarshalMsg(o)
-		if err != nil {
-			err = msgp.WrapError(err, "Nodes")
-			return
+		if (zb0001Mask & 0x8) == 0 { // if not omitted
+			// string "nodes"
+			o = append(o, 0xa5, 0x6e, 0x6f, 0x64, 0x65, 0x73)
+			o, err = z.Nodes.MarshalMsg(o)
+			if err != nil {
+				err = msgp.WrapError(err, "Nodes")
+				return
+			}
 		}
-		// string "ntasks-per-node"
-		o = append(o, 0xaf, 0x6e, 0x74, 0x61, 0x73, 0x6b, 0x73, 0x2d, 0x70, 0x65, 0x72, 0x2d, 0x6e, 0x6f, 0x64, 0x65)
-		o, err = z.NtasksPerNode.MarshalMsg(o)
-		if err != nil {
-			err = msgp.WrapError(err, "NtasksPerNode")
-			return
+		if (zb0001Mask & 0x10) == 0 { // if not omitted
+			// string "ntasks-per-node"
+			o = append(o, 0xaf, 0x6e, 0x74, 0x61, 0x73, 0x6b, 0x73, 0x2d, 0x70, 0x65, 0x72, 0x2d, 0x6e, 0x6f, 0x64, 0x65)
+			o, err = z.NtasksPerNode.MarshalMsg(o)
+			if err != nil {
+				err = msgp.WrapError(err, "NtasksPerNode")
+				return
+			}
 		}
-		// string "cpus-per-task"
-		o = append(o, 0xad, 0x63, 0x70, 0x75, 0x73, 0x2d, 0x70, 0x65, 0x72, 0x2d, 0x74, 0x61, 0x73, 0x6b)
-		o, err = z.CPUsPerTask.MarshalMsg(o)
-		if err != nil {
-			err = msgp.WrapError(err, "CPUsPerTask")
-			return
+		if (zb0001Mask & 0x20) == 0 { // if not omitted
+			// string "cpus-per-task"
+			o = append(o, 0xad, 0x63, 0x70, 0x75, 0x73, 0x2d, 0x70, 0x65, 0x72, 0x2d, 0x74, 0x61, 0x73, 0x6b)
+			o, err = z.CPUsPerTask.MarshalMsg(o)
+			if err != nil {
+				err = msgp.WrapError(err, "CPUsPerTask")
+				return
+			}
 		}
-		// string "mem"
-		o = append(o, 0xa3, 0x6d, 0x65, 0x6d)
-		o, err = z.Mem.MarshalMsg(o)
-		if err != nil {
-			err = msgp.WrapError(err, "Mem")
-			return
+		if (zb0001Mask & 0x40) == 0 { // if not omitted
+			// string "mem"
+			o = append(o, 0xa3, 0x6d, 0x65, 0x6d)
+			o, err = z.Mem.MarshalMsg(o)
+			if err != nil {
+				err = msgp.WrapError(err, "Mem")
+				return
+			}
 		}
 		if (zb0001Mask & 0x80) == 0 { // if not omitted
 			// string "poll_interval_s"
@@ -4058,6 +4348,10 @@ func (z *SlurmConfig) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z53facf76limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -4067,19 +4361,19 @@ func (z *SlurmConfig) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 		switch msgp.UnsafeString(field) {
 		case "partition":
-			z.Partition, bts, err = msgp.ReadStringBytes(bts)
+			z.Partition, bts, err = reuseString(bts, z.Partition)
 			if err != nil {
 				err = msgp.WrapError(err, "Partition")
 				return
 			}
 		case "time":
-			z.Time, bts, err = msgp.ReadStringBytes(bts)
+			z.Time, bts, err = reuseString(bts, z.Time)
 			if err != nil {
 				err = msgp.WrapError(err, "Time")
 				return
 			}
 		case "gres":
-			z.Gres, bts, err = msgp.ReadStringBytes(bts)
+			z.Gres, bts, err = reuseString(bts, z.Gres)
 			if err != nil {
 				err = msgp.WrapError(err, "Gres")
 				return

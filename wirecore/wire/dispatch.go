@@ -132,13 +132,100 @@ func Dispatch(c Command) Directive {
 }
 
 // decodeInto decodes the whole body into dst; trailing bytes are an error.
-func decodeInto(c Command, dst msgp.Unmarshaler) (Unknown, bool) {
-	rest, err := dst.UnmarshalMsg(c.Body)
-	if err == nil && len(rest) != 0 {
-		err = fmt.Errorf("%d trailing bytes", len(rest))
-	}
+//
+// A body that does not decode is tried once more without its null-valued
+// map entries: a control plane in Python or Rust writes an unset optional
+// field (`sudo`, `run_config.image`, `env`, …) as nil, which means the same
+// as leaving it out, while msgp's readers for string, bool and struct refuse
+// nil. The retry costs nothing on the common path.
+func decodeInto[T any, P interface {
+	*T
+	msgp.Unmarshaler
+}](c Command, dst P) (Unknown, bool) {
+	err := decodeAll(c.Body, dst)
 	if err != nil {
+		if stripped, changed, serr := withoutNilEntries(c.Body); serr == nil && changed {
+			*dst = *new(T)
+			if decodeAll(stripped, dst) == nil {
+				return Unknown{}, false
+			}
+		}
 		return Unknown{ID: c.ID, Kind: c.Kind, Reason: fmt.Sprintf("%s body does not decode: %v", c.Kind, err)}, true
 	}
 	return Unknown{}, false
+}
+
+func decodeAll(b []byte, dst msgp.Unmarshaler) error {
+	rest, err := dst.UnmarshalMsg(b)
+	if err == nil && len(rest) != 0 {
+		err = fmt.Errorf("%d trailing bytes", len(rest))
+	}
+	return err
+}
+
+// maxNilStripDepth bounds the recursion of withoutNilEntries; command
+// bodies nest a few levels, so a deeper body is left to fail as it is.
+const maxNilStripDepth = 32
+
+// withoutNilEntries copies one msgpack value, dropping every map entry
+// whose value is nil, at any depth. changed reports whether any was dropped.
+func withoutNilEntries(b []byte) (out []byte, changed bool, err error) {
+	out, rest, changed, err := appendWithoutNils(make([]byte, 0, len(b)), b, 0)
+	if err == nil && len(rest) != 0 {
+		err = fmt.Errorf("%d trailing bytes", len(rest))
+	}
+	return out, changed, err
+}
+
+func appendWithoutNils(dst, b []byte, depth int) (out, rest []byte, changed bool, err error) {
+	if depth > maxNilStripDepth {
+		return dst, b, false, msgp.ErrRecursion
+	}
+	switch msgp.NextType(b) {
+	case msgp.MapType:
+		n, rest, err := msgp.ReadMapHeaderBytes(b)
+		if err != nil {
+			return dst, b, false, err
+		}
+		var entries []byte
+		kept := uint32(0)
+		for ; n > 0; n-- {
+			start := rest
+			if rest, err = msgp.Skip(rest); err != nil {
+				return dst, b, false, err
+			}
+			key := start[:len(start)-len(rest)]
+			if msgp.IsNil(rest) {
+				rest, changed = rest[1:], true
+				continue
+			}
+			entries = append(entries, key...)
+			var sub bool
+			if entries, rest, sub, err = appendWithoutNils(entries, rest, depth+1); err != nil {
+				return dst, b, false, err
+			}
+			changed = changed || sub
+			kept++
+		}
+		return append(msgp.AppendMapHeader(dst, kept), entries...), rest, changed, nil
+	case msgp.ArrayType:
+		n, rest, err := msgp.ReadArrayHeaderBytes(b)
+		if err != nil {
+			return dst, b, false, err
+		}
+		dst = msgp.AppendArrayHeader(dst, n)
+		for ; n > 0; n-- {
+			var sub bool
+			if dst, rest, sub, err = appendWithoutNils(dst, rest, depth+1); err != nil {
+				return dst, b, false, err
+			}
+			changed = changed || sub
+		}
+		return dst, rest, changed, nil
+	}
+	rest, err = msgp.Skip(b)
+	if err != nil {
+		return dst, b, false, err
+	}
+	return append(dst, b[:len(b)-len(rest)]...), rest, false, nil
 }

@@ -2,6 +2,10 @@ package wire
 
 import "github.com/tinylib/msgp/msgp"
 
+// Arrays and maps announced longer than this are refused before anything is
+// allocated for them (a count is 4 bytes; its elements would be far more).
+//msgp:limit arrays:65536 maps:65536
+
 // Endpoint paths of protocol "1". Every route is a POST.
 const (
 	PathHello = "/v1/daemon/hello"
@@ -46,7 +50,7 @@ type HelloRequest struct {
 	MachineID    string       `msg:"machine_id"`
 	Label        string       `msg:"label"`
 	Tags         []string     `msg:"tags"`
-	Lanes        []string     `msg:"lanes,omitempty"`
+	Lanes        []string     `msg:"lanes,omitempty,allownil"`
 	Capabilities Capabilities `msg:"capabilities"`
 	Versions     Versions     `msg:"versions"`
 	// PublicKey is the raw 32-byte Ed25519 key, base64url without padding;

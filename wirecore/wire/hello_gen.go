@@ -6,6 +6,12 @@ import (
 	"github.com/tinylib/msgp/msgp"
 )
 
+// Size limits for msgp deserialization
+const (
+	z836af648limitArrays = 65536
+	z836af648limitMaps   = 65536
+)
+
 // DecodeMsg implements msgp.Decodable
 func (z *CPU) DecodeMsg(dc *msgp.Reader) (err error) {
 	var field []byte
@@ -14,6 +20,10 @@ func (z *CPU) DecodeMsg(dc *msgp.Reader) (err error) {
 	zb0001, err = dc.ReadMapHeader()
 	if err != nil {
 		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z836af648limitMaps {
+		err = msgp.ErrLimitExceeded
 		return
 	}
 	for zb0001 > 0 {
@@ -100,6 +110,10 @@ func (z *CPU) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z836af648limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -109,7 +123,7 @@ func (z *CPU) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 		switch msgp.UnsafeString(field) {
 		case "model":
-			z.Model, bts, err = msgp.ReadStringBytes(bts)
+			z.Model, bts, err = reuseString(bts, z.Model)
 			if err != nil {
 				err = msgp.WrapError(err, "Model")
 				return
@@ -148,6 +162,10 @@ func (z *Capabilities) DecodeMsg(dc *msgp.Reader) (err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z836af648limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, err = dc.ReadMapKeyPtr()
@@ -161,6 +179,10 @@ func (z *Capabilities) DecodeMsg(dc *msgp.Reader) (err error) {
 			zb0002, err = dc.ReadArrayHeader()
 			if err != nil {
 				err = msgp.WrapError(err, "Runners")
+				return
+			}
+			if zb0002 > z836af648limitArrays {
+				err = msgp.ErrLimitExceeded
 				return
 			}
 			if cap(z.Runners) >= int(zb0002) {
@@ -274,6 +296,10 @@ func (z *Capabilities) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z836af648limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -289,13 +315,17 @@ func (z *Capabilities) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Runners")
 				return
 			}
+			if zb0002 > z836af648limitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
 			if cap(z.Runners) >= int(zb0002) {
 				z.Runners = (z.Runners)[:zb0002]
 			} else {
 				z.Runners = make([]string, zb0002)
 			}
 			for za0001 := range z.Runners {
-				z.Runners[za0001], bts, err = msgp.ReadStringBytes(bts)
+				z.Runners[za0001], bts, err = reuseString(bts, z.Runners[za0001])
 				if err != nil {
 					err = msgp.WrapError(err, "Runners", za0001)
 					return
@@ -308,7 +338,7 @@ func (z *Capabilities) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				return
 			}
 		case "workdir":
-			z.Workdir, bts, err = msgp.ReadStringBytes(bts)
+			z.Workdir, bts, err = reuseString(bts, z.Workdir)
 			if err != nil {
 				err = msgp.WrapError(err, "Workdir")
 				return
@@ -343,6 +373,10 @@ func (z *GPU) DecodeMsg(dc *msgp.Reader) (err error) {
 	zb0001, err = dc.ReadMapHeader()
 	if err != nil {
 		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z836af648limitMaps {
+		err = msgp.ErrLimitExceeded
 		return
 	}
 	for zb0001 > 0 {
@@ -467,6 +501,10 @@ func (z *GPU) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z836af648limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -476,13 +514,13 @@ func (z *GPU) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 		switch msgp.UnsafeString(field) {
 		case "name":
-			z.Name, bts, err = msgp.ReadStringBytes(bts)
+			z.Name, bts, err = reuseString(bts, z.Name)
 			if err != nil {
 				err = msgp.WrapError(err, "Name")
 				return
 			}
 		case "driver":
-			z.Driver, bts, err = msgp.ReadStringBytes(bts)
+			z.Driver, bts, err = reuseString(bts, z.Driver)
 			if err != nil {
 				err = msgp.WrapError(err, "Driver")
 				return
@@ -498,7 +536,7 @@ func (z *GPU) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				if z.CUDA == nil {
 					z.CUDA = new(string)
 				}
-				*z.CUDA, bts, err = msgp.ReadStringBytes(bts)
+				*z.CUDA, bts, err = reuseString(bts, *z.CUDA)
 				if err != nil {
 					err = msgp.WrapError(err, "CUDA")
 					return
@@ -537,6 +575,10 @@ func (z *HelloRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z836af648limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, err = dc.ReadMapKeyPtr()
@@ -564,6 +606,10 @@ func (z *HelloRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 				err = msgp.WrapError(err, "Tags")
 				return
 			}
+			if zb0002 > z836af648limitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
 			if cap(z.Tags) >= int(zb0002) {
 				z.Tags = (z.Tags)[:zb0002]
 			} else {
@@ -577,22 +623,35 @@ func (z *HelloRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 				}
 			}
 		case "lanes":
-			var zb0003 uint32
-			zb0003, err = dc.ReadArrayHeader()
-			if err != nil {
-				err = msgp.WrapError(err, "Lanes")
-				return
-			}
-			if cap(z.Lanes) >= int(zb0003) {
-				z.Lanes = (z.Lanes)[:zb0003]
-			} else {
-				z.Lanes = make([]string, zb0003)
-			}
-			for za0002 := range z.Lanes {
-				z.Lanes[za0002], err = dc.ReadString()
+			if dc.IsNil() {
+				err = dc.ReadNil()
 				if err != nil {
-					err = msgp.WrapError(err, "Lanes", za0002)
+					err = msgp.WrapError(err, "Lanes")
 					return
+				}
+				z.Lanes = nil
+			} else {
+				var zb0003 uint32
+				zb0003, err = dc.ReadArrayHeader()
+				if err != nil {
+					err = msgp.WrapError(err, "Lanes")
+					return
+				}
+				if zb0003 > z836af648limitArrays {
+					err = msgp.ErrLimitExceeded
+					return
+				}
+				if z.Lanes != nil && cap(z.Lanes) >= int(zb0003) {
+					z.Lanes = (z.Lanes)[:zb0003]
+				} else {
+					z.Lanes = make([]string, zb0003)
+				}
+				for za0002 := range z.Lanes {
+					z.Lanes[za0002], err = dc.ReadString()
+					if err != nil {
+						err = msgp.WrapError(err, "Lanes", za0002)
+						return
+					}
 				}
 			}
 		case "capabilities":
@@ -834,6 +893,10 @@ func (z *HelloRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z836af648limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -843,13 +906,13 @@ func (z *HelloRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 		switch msgp.UnsafeString(field) {
 		case "machine_id":
-			z.MachineID, bts, err = msgp.ReadStringBytes(bts)
+			z.MachineID, bts, err = reuseString(bts, z.MachineID)
 			if err != nil {
 				err = msgp.WrapError(err, "MachineID")
 				return
 			}
 		case "label":
-			z.Label, bts, err = msgp.ReadStringBytes(bts)
+			z.Label, bts, err = reuseString(bts, z.Label)
 			if err != nil {
 				err = msgp.WrapError(err, "Label")
 				return
@@ -861,35 +924,48 @@ func (z *HelloRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Tags")
 				return
 			}
+			if zb0002 > z836af648limitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
 			if cap(z.Tags) >= int(zb0002) {
 				z.Tags = (z.Tags)[:zb0002]
 			} else {
 				z.Tags = make([]string, zb0002)
 			}
 			for za0001 := range z.Tags {
-				z.Tags[za0001], bts, err = msgp.ReadStringBytes(bts)
+				z.Tags[za0001], bts, err = reuseString(bts, z.Tags[za0001])
 				if err != nil {
 					err = msgp.WrapError(err, "Tags", za0001)
 					return
 				}
 			}
 		case "lanes":
-			var zb0003 uint32
-			zb0003, bts, err = msgp.ReadArrayHeaderBytes(bts)
-			if err != nil {
-				err = msgp.WrapError(err, "Lanes")
-				return
-			}
-			if cap(z.Lanes) >= int(zb0003) {
-				z.Lanes = (z.Lanes)[:zb0003]
+			if msgp.IsNil(bts) {
+				bts = bts[1:]
+				z.Lanes = nil
 			} else {
-				z.Lanes = make([]string, zb0003)
-			}
-			for za0002 := range z.Lanes {
-				z.Lanes[za0002], bts, err = msgp.ReadStringBytes(bts)
+				var zb0003 uint32
+				zb0003, bts, err = msgp.ReadArrayHeaderBytes(bts)
 				if err != nil {
-					err = msgp.WrapError(err, "Lanes", za0002)
+					err = msgp.WrapError(err, "Lanes")
 					return
+				}
+				if zb0003 > z836af648limitArrays {
+					err = msgp.ErrLimitExceeded
+					return
+				}
+				if z.Lanes != nil && cap(z.Lanes) >= int(zb0003) {
+					z.Lanes = (z.Lanes)[:zb0003]
+				} else {
+					z.Lanes = make([]string, zb0003)
+				}
+				for za0002 := range z.Lanes {
+					z.Lanes[za0002], bts, err = reuseString(bts, z.Lanes[za0002])
+					if err != nil {
+						err = msgp.WrapError(err, "Lanes", za0002)
+						return
+					}
 				}
 			}
 		case "capabilities":
@@ -915,7 +991,7 @@ func (z *HelloRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				if z.PublicKey == nil {
 					z.PublicKey = new(string)
 				}
-				*z.PublicKey, bts, err = msgp.ReadStringBytes(bts)
+				*z.PublicKey, bts, err = reuseString(bts, *z.PublicKey)
 				if err != nil {
 					err = msgp.WrapError(err, "PublicKey")
 					return
@@ -960,6 +1036,10 @@ func (z *HelloResponse) DecodeMsg(dc *msgp.Reader) (err error) {
 	zb0001, err = dc.ReadMapHeader()
 	if err != nil {
 		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z836af648limitMaps {
+		err = msgp.ErrLimitExceeded
 		return
 	}
 	for zb0001 > 0 {
@@ -1019,6 +1099,10 @@ func (z *HelloResponse) DecodeMsg(dc *msgp.Reader) (err error) {
 				err = msgp.WrapError(err, "Config")
 				return
 			}
+			if zb0002 > z836af648limitMaps {
+				err = msgp.ErrLimitExceeded
+				return
+			}
 			if z.Config == nil {
 				z.Config = make(map[string]msgp.Raw, zb0002)
 			} else if len(z.Config) > 0 {
@@ -1074,6 +1158,10 @@ func (z *HelloResponse) DecodeMsg(dc *msgp.Reader) (err error) {
 				zb0003, err = dc.ReadMapHeader()
 				if err != nil {
 					err = msgp.WrapError(err, "Reject")
+					return
+				}
+				if zb0003 > z836af648limitMaps {
+					err = msgp.ErrLimitExceeded
 					return
 				}
 				for zb0003 > 0 {
@@ -1418,6 +1506,10 @@ func (z *HelloResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z836af648limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -1437,7 +1529,7 @@ func (z *HelloResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				if z.WorkerID == nil {
 					z.WorkerID = new(string)
 				}
-				*z.WorkerID, bts, err = msgp.ReadStringBytes(bts)
+				*z.WorkerID, bts, err = reuseString(bts, *z.WorkerID)
 				if err != nil {
 					err = msgp.WrapError(err, "WorkerID")
 					return
@@ -1454,7 +1546,7 @@ func (z *HelloResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				if z.SessionToken == nil {
 					z.SessionToken = new(string)
 				}
-				*z.SessionToken, bts, err = msgp.ReadStringBytes(bts)
+				*z.SessionToken, bts, err = reuseString(bts, *z.SessionToken)
 				if err != nil {
 					err = msgp.WrapError(err, "SessionToken")
 					return
@@ -1471,6 +1563,10 @@ func (z *HelloResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			zb0002, bts, err = msgp.ReadMapHeaderBytes(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "Config")
+				return
+			}
+			if zb0002 > z836af648limitMaps {
+				err = msgp.ErrLimitExceeded
 				return
 			}
 			if z.Config == nil {
@@ -1505,7 +1601,7 @@ func (z *HelloResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				if z.Cursor == nil {
 					z.Cursor = new(string)
 				}
-				*z.Cursor, bts, err = msgp.ReadStringBytes(bts)
+				*z.Cursor, bts, err = reuseString(bts, *z.Cursor)
 				if err != nil {
 					err = msgp.WrapError(err, "Cursor")
 					return
@@ -1528,6 +1624,10 @@ func (z *HelloResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					err = msgp.WrapError(err, "Reject")
 					return
 				}
+				if zb0003 > z836af648limitMaps {
+					err = msgp.ErrLimitExceeded
+					return
+				}
 				for zb0003 > 0 {
 					zb0003--
 					field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -1537,13 +1637,13 @@ func (z *HelloResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					}
 					switch msgp.UnsafeString(field) {
 					case "code":
-						z.Reject.Code, bts, err = msgp.ReadStringBytes(bts)
+						z.Reject.Code, bts, err = reuseString(bts, z.Reject.Code)
 						if err != nil {
 							err = msgp.WrapError(err, "Reject", "Code")
 							return
 						}
 					case "message":
-						z.Reject.Message, bts, err = msgp.ReadStringBytes(bts)
+						z.Reject.Message, bts, err = reuseString(bts, z.Reject.Message)
 						if err != nil {
 							err = msgp.WrapError(err, "Reject", "Message")
 							return
@@ -1568,7 +1668,7 @@ func (z *HelloResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				if z.KeyID == nil {
 					z.KeyID = new(string)
 				}
-				*z.KeyID, bts, err = msgp.ReadStringBytes(bts)
+				*z.KeyID, bts, err = reuseString(bts, *z.KeyID)
 				if err != nil {
 					err = msgp.WrapError(err, "KeyID")
 					return
@@ -1667,6 +1767,10 @@ func (z *Reject) DecodeMsg(dc *msgp.Reader) (err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z836af648limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, err = dc.ReadMapKeyPtr()
@@ -1747,6 +1851,10 @@ func (z *Reject) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z836af648limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -1756,13 +1864,13 @@ func (z *Reject) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 		switch msgp.UnsafeString(field) {
 		case "code":
-			z.Code, bts, err = msgp.ReadStringBytes(bts)
+			z.Code, bts, err = reuseString(bts, z.Code)
 			if err != nil {
 				err = msgp.WrapError(err, "Code")
 				return
 			}
 		case "message":
-			z.Message, bts, err = msgp.ReadStringBytes(bts)
+			z.Message, bts, err = reuseString(bts, z.Message)
 			if err != nil {
 				err = msgp.WrapError(err, "Message")
 				return
@@ -1793,6 +1901,10 @@ func (z *ValidationError) DecodeMsg(dc *msgp.Reader) (err error) {
 	zb0001, err = dc.ReadMapHeader()
 	if err != nil {
 		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z836af648limitMaps {
+		err = msgp.ErrLimitExceeded
 		return
 	}
 	for zb0001 > 0 {
@@ -1875,6 +1987,10 @@ func (z *ValidationError) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z836af648limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -1884,13 +2000,13 @@ func (z *ValidationError) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 		switch msgp.UnsafeString(field) {
 		case "error":
-			z.Error, bts, err = msgp.ReadStringBytes(bts)
+			z.Error, bts, err = reuseString(bts, z.Error)
 			if err != nil {
 				err = msgp.WrapError(err, "Error")
 				return
 			}
 		case "field":
-			z.Field, bts, err = msgp.ReadStringBytes(bts)
+			z.Field, bts, err = reuseString(bts, z.Field)
 			if err != nil {
 				err = msgp.WrapError(err, "Field")
 				return
@@ -1921,6 +2037,10 @@ func (z *Versions) DecodeMsg(dc *msgp.Reader) (err error) {
 	zb0001, err = dc.ReadMapHeader()
 	if err != nil {
 		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z836af648limitMaps {
+		err = msgp.ErrLimitExceeded
 		return
 	}
 	for zb0001 > 0 {
@@ -2093,6 +2213,10 @@ func (z *Versions) DecodeMsg(dc *msgp.Reader) (err error) {
 					err = msgp.WrapError(err, "CPU")
 					return
 				}
+				if zb0002 > z836af648limitMaps {
+					err = msgp.ErrLimitExceeded
+					return
+				}
 				for zb0002 > 0 {
 					zb0002--
 					field, err = dc.ReadMapKeyPtr()
@@ -2135,6 +2259,10 @@ func (z *Versions) DecodeMsg(dc *msgp.Reader) (err error) {
 				zb0003, err = dc.ReadArrayHeader()
 				if err != nil {
 					err = msgp.WrapError(err, "GPU")
+					return
+				}
+				if zb0003 > z836af648limitArrays {
+					err = msgp.ErrLimitExceeded
 					return
 				}
 				if z.GPU != nil && cap(z.GPU) >= int(zb0003) {
@@ -2464,6 +2592,10 @@ func (z *Versions) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z836af648limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -2483,7 +2615,7 @@ func (z *Versions) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				if z.Daemon == nil {
 					z.Daemon = new(string)
 				}
-				*z.Daemon, bts, err = msgp.ReadStringBytes(bts)
+				*z.Daemon, bts, err = reuseString(bts, *z.Daemon)
 				if err != nil {
 					err = msgp.WrapError(err, "Daemon")
 					return
@@ -2500,7 +2632,7 @@ func (z *Versions) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				if z.Protocol == nil {
 					z.Protocol = new(string)
 				}
-				*z.Protocol, bts, err = msgp.ReadStringBytes(bts)
+				*z.Protocol, bts, err = reuseString(bts, *z.Protocol)
 				if err != nil {
 					err = msgp.WrapError(err, "Protocol")
 					return
@@ -2517,7 +2649,7 @@ func (z *Versions) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				if z.Runsc == nil {
 					z.Runsc = new(string)
 				}
-				*z.Runsc, bts, err = msgp.ReadStringBytes(bts)
+				*z.Runsc, bts, err = reuseString(bts, *z.Runsc)
 				if err != nil {
 					err = msgp.WrapError(err, "Runsc")
 					return
@@ -2534,7 +2666,7 @@ func (z *Versions) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				if z.Docker == nil {
 					z.Docker = new(string)
 				}
-				*z.Docker, bts, err = msgp.ReadStringBytes(bts)
+				*z.Docker, bts, err = reuseString(bts, *z.Docker)
 				if err != nil {
 					err = msgp.WrapError(err, "Docker")
 					return
@@ -2551,7 +2683,7 @@ func (z *Versions) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				if z.Python == nil {
 					z.Python = new(string)
 				}
-				*z.Python, bts, err = msgp.ReadStringBytes(bts)
+				*z.Python, bts, err = reuseString(bts, *z.Python)
 				if err != nil {
 					err = msgp.WrapError(err, "Python")
 					return
@@ -2568,7 +2700,7 @@ func (z *Versions) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				if z.Kernel == nil {
 					z.Kernel = new(string)
 				}
-				*z.Kernel, bts, err = msgp.ReadStringBytes(bts)
+				*z.Kernel, bts, err = reuseString(bts, *z.Kernel)
 				if err != nil {
 					err = msgp.WrapError(err, "Kernel")
 					return
@@ -2585,7 +2717,7 @@ func (z *Versions) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				if z.Distro == nil {
 					z.Distro = new(string)
 				}
-				*z.Distro, bts, err = msgp.ReadStringBytes(bts)
+				*z.Distro, bts, err = reuseString(bts, *z.Distro)
 				if err != nil {
 					err = msgp.WrapError(err, "Distro")
 					return
@@ -2602,7 +2734,7 @@ func (z *Versions) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				if z.Arch == nil {
 					z.Arch = new(string)
 				}
-				*z.Arch, bts, err = msgp.ReadStringBytes(bts)
+				*z.Arch, bts, err = reuseString(bts, *z.Arch)
 				if err != nil {
 					err = msgp.WrapError(err, "Arch")
 					return
@@ -2625,6 +2757,10 @@ func (z *Versions) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					err = msgp.WrapError(err, "CPU")
 					return
 				}
+				if zb0002 > z836af648limitMaps {
+					err = msgp.ErrLimitExceeded
+					return
+				}
 				for zb0002 > 0 {
 					zb0002--
 					field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -2634,7 +2770,7 @@ func (z *Versions) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					}
 					switch msgp.UnsafeString(field) {
 					case "model":
-						z.CPU.Model, bts, err = msgp.ReadStringBytes(bts)
+						z.CPU.Model, bts, err = reuseString(bts, z.CPU.Model)
 						if err != nil {
 							err = msgp.WrapError(err, "CPU", "Model")
 							return
@@ -2663,6 +2799,10 @@ func (z *Versions) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				zb0003, bts, err = msgp.ReadArrayHeaderBytes(bts)
 				if err != nil {
 					err = msgp.WrapError(err, "GPU")
+					return
+				}
+				if zb0003 > z836af648limitArrays {
+					err = msgp.ErrLimitExceeded
 					return
 				}
 				if z.GPU != nil && cap(z.GPU) >= int(zb0003) {

@@ -94,6 +94,9 @@ func (i *Int) DecodeMsg(r *msgp.Reader) error {
 	return nil
 }
 
+// IsZero reports whether t is empty; fields tagged omitzero are then left out.
+func (t Text) IsZero() bool { return t == "" }
+
 // MarshalMsg implements msgp.Marshaler.
 func (t Text) MarshalMsg(b []byte) ([]byte, error) { return msgp.AppendString(b, string(t)), nil }
 
@@ -144,6 +147,10 @@ func (t *Text) DecodeMsg(r *msgp.Reader) error {
 	*t = Text(v.text())
 	return nil
 }
+
+// IsZero reports whether bl is empty; fields tagged omitzero are then left
+// out (msgp's omitempty does not see through a type with its own codec).
+func (bl Blob) IsZero() bool { return len(bl) == 0 }
 
 // MarshalMsg implements msgp.Marshaler.
 func (bl Blob) MarshalMsg(b []byte) ([]byte, error) { return msgp.AppendBytes(b, bl), nil }
@@ -203,6 +210,10 @@ func (bl *Blob) UnmarshalMsg(b []byte) ([]byte, error) {
 
 // DecodeMsg implements msgp.Decodable.
 func (bl *Blob) DecodeMsg(r *msgp.Reader) error {
+	if r.IsNil() { // msgp.Raw would read nil as no bytes at all
+		*bl = (*bl)[:0]
+		return r.ReadNil()
+	}
 	var raw msgp.Raw
 	if err := raw.DecodeMsg(r); err != nil {
 		return err
@@ -240,7 +251,8 @@ func (v numberValue) int() (int64, error) {
 		}
 		return int64(v.u), nil
 	}
-	if v.f != math.Trunc(v.f) || v.f > math.MaxInt64 || v.f < math.MinInt64 || math.IsNaN(v.f) {
+	// 2^63 itself is out of range; math.MaxInt64 as a float64 rounds up to it.
+	if v.f != math.Trunc(v.f) || v.f >= 1<<63 || v.f < -1<<63 || math.IsNaN(v.f) {
 		return 0, fmt.Errorf("wire: number %v is not an integer", v.f)
 	}
 	return int64(v.f), nil

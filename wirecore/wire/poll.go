@@ -2,6 +2,10 @@ package wire
 
 import "github.com/tinylib/msgp/msgp"
 
+// Arrays and maps announced longer than this are refused before anything is
+// allocated for them (a count is 4 bytes; its elements would be far more).
+//msgp:limit arrays:65536 maps:65536
+
 // Invocation states as they appear in InvocationStatus and Ack.
 const (
 	StateRunning   = "running"

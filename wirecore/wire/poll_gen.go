@@ -6,6 +6,12 @@ import (
 	"github.com/tinylib/msgp/msgp"
 )
 
+// Size limits for msgp deserialization
+const (
+	z077f4f54limitArrays = 65536
+	z077f4f54limitMaps   = 65536
+)
+
 // DecodeMsg implements msgp.Decodable
 func (z *Command) DecodeMsg(dc *msgp.Reader) (err error) {
 	var field []byte
@@ -14,6 +20,10 @@ func (z *Command) DecodeMsg(dc *msgp.Reader) (err error) {
 	zb0001, err = dc.ReadMapHeader()
 	if err != nil {
 		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z077f4f54limitMaps {
+		err = msgp.ErrLimitExceeded
 		return
 	}
 	for zb0001 > 0 {
@@ -119,6 +129,10 @@ func (z *Command) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z077f4f54limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -128,13 +142,13 @@ func (z *Command) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 		switch msgp.UnsafeString(field) {
 		case "id":
-			z.ID, bts, err = msgp.ReadStringBytes(bts)
+			z.ID, bts, err = reuseString(bts, z.ID)
 			if err != nil {
 				err = msgp.WrapError(err, "ID")
 				return
 			}
 		case "kind":
-			z.Kind, bts, err = msgp.ReadStringBytes(bts)
+			z.Kind, bts, err = reuseString(bts, z.Kind)
 			if err != nil {
 				err = msgp.WrapError(err, "Kind")
 				return
@@ -171,6 +185,10 @@ func (z *InvocationStatus) DecodeMsg(dc *msgp.Reader) (err error) {
 	zb0001, err = dc.ReadMapHeader()
 	if err != nil {
 		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z077f4f54limitMaps {
+		err = msgp.ErrLimitExceeded
 		return
 	}
 	for zb0001 > 0 {
@@ -341,6 +359,10 @@ func (z *InvocationStatus) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z077f4f54limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -350,13 +372,13 @@ func (z *InvocationStatus) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 		switch msgp.UnsafeString(field) {
 		case "invocation_id":
-			z.InvocationID, bts, err = msgp.ReadStringBytes(bts)
+			z.InvocationID, bts, err = reuseString(bts, z.InvocationID)
 			if err != nil {
 				err = msgp.WrapError(err, "InvocationID")
 				return
 			}
 		case "state":
-			z.State, bts, err = msgp.ReadStringBytes(bts)
+			z.State, bts, err = reuseString(bts, z.State)
 			if err != nil {
 				err = msgp.WrapError(err, "State")
 				return
@@ -385,7 +407,7 @@ func (z *InvocationStatus) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				}
 			}
 		case "stdout_tail":
-			z.StdoutTail, bts, err = msgp.ReadStringBytes(bts)
+			z.StdoutTail, bts, err = reuseString(bts, z.StdoutTail)
 			if err != nil {
 				err = msgp.WrapError(err, "StdoutTail")
 				return
@@ -422,6 +444,10 @@ func (z *PollRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 	zb0001, err = dc.ReadMapHeader()
 	if err != nil {
 		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z077f4f54limitMaps {
+		err = msgp.ErrLimitExceeded
 		return
 	}
 	for zb0001 > 0 {
@@ -473,6 +499,10 @@ func (z *PollRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 			zb0002, err = dc.ReadArrayHeader()
 			if err != nil {
 				err = msgp.WrapError(err, "Invocations")
+				return
+			}
+			if zb0002 > z077f4f54limitArrays {
+				err = msgp.ErrLimitExceeded
 				return
 			}
 			if cap(z.Invocations) >= int(zb0002) {
@@ -694,6 +724,10 @@ func (z *PollRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z077f4f54limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -703,13 +737,13 @@ func (z *PollRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 		switch msgp.UnsafeString(field) {
 		case "worker_id":
-			z.WorkerID, bts, err = msgp.ReadStringBytes(bts)
+			z.WorkerID, bts, err = reuseString(bts, z.WorkerID)
 			if err != nil {
 				err = msgp.WrapError(err, "WorkerID")
 				return
 			}
 		case "queue":
-			z.Queue, bts, err = msgp.ReadStringBytes(bts)
+			z.Queue, bts, err = reuseString(bts, z.Queue)
 			if err != nil {
 				err = msgp.WrapError(err, "Queue")
 				return
@@ -731,7 +765,7 @@ func (z *PollRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				if z.Cursor == nil {
 					z.Cursor = new(string)
 				}
-				*z.Cursor, bts, err = msgp.ReadStringBytes(bts)
+				*z.Cursor, bts, err = reuseString(bts, *z.Cursor)
 				if err != nil {
 					err = msgp.WrapError(err, "Cursor")
 					return
@@ -742,6 +776,10 @@ func (z *PollRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			zb0002, bts, err = msgp.ReadArrayHeaderBytes(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "Invocations")
+				return
+			}
+			if zb0002 > z077f4f54limitArrays {
+				err = msgp.ErrLimitExceeded
 				return
 			}
 			if cap(z.Invocations) >= int(zb0002) {
@@ -816,6 +854,10 @@ func (z *PollResponse) DecodeMsg(dc *msgp.Reader) (err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z077f4f54limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, err = dc.ReadMapKeyPtr()
@@ -831,6 +873,10 @@ func (z *PollResponse) DecodeMsg(dc *msgp.Reader) (err error) {
 				err = msgp.WrapError(err, "Commands")
 				return
 			}
+			if zb0002 > z077f4f54limitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
 			if cap(z.Commands) >= int(zb0002) {
 				z.Commands = (z.Commands)[:zb0002]
 			} else {
@@ -841,6 +887,10 @@ func (z *PollResponse) DecodeMsg(dc *msgp.Reader) (err error) {
 				zb0003, err = dc.ReadMapHeader()
 				if err != nil {
 					err = msgp.WrapError(err, "Commands", za0001)
+					return
+				}
+				if zb0003 > z077f4f54limitMaps {
+					err = msgp.ErrLimitExceeded
 					return
 				}
 				for zb0003 > 0 {
@@ -1016,6 +1066,10 @@ func (z *PollResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z077f4f54limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -1031,6 +1085,10 @@ func (z *PollResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Commands")
 				return
 			}
+			if zb0002 > z077f4f54limitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
 			if cap(z.Commands) >= int(zb0002) {
 				z.Commands = (z.Commands)[:zb0002]
 			} else {
@@ -1043,6 +1101,10 @@ func (z *PollResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					err = msgp.WrapError(err, "Commands", za0001)
 					return
 				}
+				if zb0003 > z077f4f54limitMaps {
+					err = msgp.ErrLimitExceeded
+					return
+				}
 				for zb0003 > 0 {
 					zb0003--
 					field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -1052,13 +1114,13 @@ func (z *PollResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					}
 					switch msgp.UnsafeString(field) {
 					case "id":
-						z.Commands[za0001].ID, bts, err = msgp.ReadStringBytes(bts)
+						z.Commands[za0001].ID, bts, err = reuseString(bts, z.Commands[za0001].ID)
 						if err != nil {
 							err = msgp.WrapError(err, "Commands", za0001, "ID")
 							return
 						}
 					case "kind":
-						z.Commands[za0001].Kind, bts, err = msgp.ReadStringBytes(bts)
+						z.Commands[za0001].Kind, bts, err = reuseString(bts, z.Commands[za0001].Kind)
 						if err != nil {
 							err = msgp.WrapError(err, "Commands", za0001, "Kind")
 							return
@@ -1089,7 +1151,7 @@ func (z *PollResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				if z.TargetNymphVersion == nil {
 					z.TargetNymphVersion = new(string)
 				}
-				*z.TargetNymphVersion, bts, err = msgp.ReadStringBytes(bts)
+				*z.TargetNymphVersion, bts, err = reuseString(bts, *z.TargetNymphVersion)
 				if err != nil {
 					err = msgp.WrapError(err, "TargetNymphVersion")
 					return

@@ -1,5 +1,9 @@
 package wire
 
+// Arrays and maps announced longer than this are refused before anything is
+// allocated for them (a count is 4 bytes; its elements would be far more).
+//msgp:limit arrays:65536 maps:65536
+
 // RelayRequest is the payload of a relay request frame. Endpoint and Body
 // are the protocol of spec 000; the other keys are nymph extensions that a
 // relay which does not know them ignores.
@@ -7,14 +11,14 @@ type RelayRequest struct {
 	Endpoint string `msg:"endpoint"`
 	// Headers carries X-LS-* headers for the upstream request; a relay
 	// forwards only those and never lets a frame set Authorization.
-	Headers map[string]string `msg:"headers,omitempty"`
+	Headers map[string]string `msg:"headers,omitempty,allownil"`
 	// ContentType overrides application/x-msgpack (raw log chunks).
 	ContentType string `msg:"content_type,omitempty"`
 	// ID, when set, asks for a RelayReply envelope instead of raw bytes.
 	ID string `msg:"id,omitempty"`
 	// Body is the already-encoded request body, forwarded verbatim. It is
 	// encoded last so that a relay can stream it without holding it.
-	Body []byte `msg:"body"`
+	Body []byte `msg:"body,limit=268435456"`
 }
 
 // RelayReply answers a RelayRequest that carried an ID.
@@ -23,7 +27,7 @@ type RelayReply struct {
 	// Status is the upstream HTTP status; 0 for a transport failure, 400 for
 	// a refused frame, 413 for an oversize one, 503 when cut off by shutdown.
 	Status     Int              `msg:"status"`
-	Body       []byte           `msg:"body"`
+	Body       []byte           `msg:"body,limit=268435456"`
 	RelayError *RelayReplyError `msg:"relay_error,omitempty"`
 }
 
@@ -43,5 +47,5 @@ type RelayErrorReply struct {
 type RelayFailure struct {
 	Status  Int    `msg:"status"`
 	Message string `msg:"message"`
-	Body    []byte `msg:"body"`
+	Body    []byte `msg:"body,limit=268435456"`
 }

@@ -6,6 +6,12 @@ import (
 	"github.com/tinylib/msgp/msgp"
 )
 
+// Size limits for msgp deserialization
+const (
+	z2ede2c2elimitArrays = 65536
+	z2ede2c2elimitMaps   = 65536
+)
+
 // DecodeMsg implements msgp.Decodable
 func (z *RelayErrorReply) DecodeMsg(dc *msgp.Reader) (err error) {
 	var field []byte
@@ -14,6 +20,10 @@ func (z *RelayErrorReply) DecodeMsg(dc *msgp.Reader) (err error) {
 	zb0001, err = dc.ReadMapHeader()
 	if err != nil {
 		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z2ede2c2elimitMaps {
+		err = msgp.ErrLimitExceeded
 		return
 	}
 	for zb0001 > 0 {
@@ -29,6 +39,10 @@ func (z *RelayErrorReply) DecodeMsg(dc *msgp.Reader) (err error) {
 			zb0002, err = dc.ReadMapHeader()
 			if err != nil {
 				err = msgp.WrapError(err, "RelayError")
+				return
+			}
+			if zb0002 > z2ede2c2elimitMaps {
+				err = msgp.ErrLimitExceeded
 				return
 			}
 			for zb0002 > 0 {
@@ -52,7 +66,10 @@ func (z *RelayErrorReply) DecodeMsg(dc *msgp.Reader) (err error) {
 						return
 					}
 				case "body":
-					z.RelayError.Body, err = dc.ReadBytes(z.RelayError.Body)
+					z.RelayError.Body, err = dc.ReadBytesLimit(z.RelayError.Body, 268435456)
+					if err == nil && z.RelayError.Body == nil {
+						z.RelayError.Body = []byte{}
+					}
 					if err != nil {
 						err = msgp.WrapError(err, "RelayError", "Body")
 						return
@@ -151,6 +168,10 @@ func (z *RelayErrorReply) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z2ede2c2elimitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -164,6 +185,10 @@ func (z *RelayErrorReply) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			zb0002, bts, err = msgp.ReadMapHeaderBytes(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "RelayError")
+				return
+			}
+			if zb0002 > z2ede2c2elimitMaps {
+				err = msgp.ErrLimitExceeded
 				return
 			}
 			for zb0002 > 0 {
@@ -181,17 +206,33 @@ func (z *RelayErrorReply) UnmarshalMsg(bts []byte) (o []byte, err error) {
 						return
 					}
 				case "message":
-					z.RelayError.Message, bts, err = msgp.ReadStringBytes(bts)
+					z.RelayError.Message, bts, err = reuseString(bts, z.RelayError.Message)
 					if err != nil {
 						err = msgp.WrapError(err, "RelayError", "Message")
 						return
 					}
 				case "body":
-					z.RelayError.Body, bts, err = msgp.ReadBytesBytes(bts, z.RelayError.Body)
+					var zb0003 uint32
+					zb0003, bts, err = msgp.ReadBytesHeader(bts)
 					if err != nil {
 						err = msgp.WrapError(err, "RelayError", "Body")
 						return
 					}
+					if zb0003 > 268435456 {
+						err = msgp.ErrLimitExceeded
+						return
+					}
+					if z.RelayError.Body == nil || uint32(cap(z.RelayError.Body)) < zb0003 {
+						z.RelayError.Body = make([]byte, zb0003)
+					} else {
+						z.RelayError.Body = z.RelayError.Body[:zb0003]
+					}
+					if uint32(len(bts)) < zb0003 {
+						err = msgp.ErrShortBytes
+						return
+					}
+					copy(z.RelayError.Body, bts[:zb0003])
+					bts = bts[zb0003:]
 				default:
 					bts, err = msgp.Skip(bts)
 					if err != nil {
@@ -228,6 +269,10 @@ func (z *RelayFailure) DecodeMsg(dc *msgp.Reader) (err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z2ede2c2elimitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, err = dc.ReadMapKeyPtr()
@@ -249,7 +294,10 @@ func (z *RelayFailure) DecodeMsg(dc *msgp.Reader) (err error) {
 				return
 			}
 		case "body":
-			z.Body, err = dc.ReadBytes(z.Body)
+			z.Body, err = dc.ReadBytesLimit(z.Body, 268435456)
+			if err == nil && z.Body == nil {
+				z.Body = []byte{}
+			}
 			if err != nil {
 				err = msgp.WrapError(err, "Body")
 				return
@@ -331,6 +379,10 @@ func (z *RelayFailure) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z2ede2c2elimitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -346,17 +398,33 @@ func (z *RelayFailure) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				return
 			}
 		case "message":
-			z.Message, bts, err = msgp.ReadStringBytes(bts)
+			z.Message, bts, err = reuseString(bts, z.Message)
 			if err != nil {
 				err = msgp.WrapError(err, "Message")
 				return
 			}
 		case "body":
-			z.Body, bts, err = msgp.ReadBytesBytes(bts, z.Body)
+			var zb0002 uint32
+			zb0002, bts, err = msgp.ReadBytesHeader(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "Body")
 				return
 			}
+			if zb0002 > 268435456 {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if z.Body == nil || uint32(cap(z.Body)) < zb0002 {
+				z.Body = make([]byte, zb0002)
+			} else {
+				z.Body = z.Body[:zb0002]
+			}
+			if uint32(len(bts)) < zb0002 {
+				err = msgp.ErrShortBytes
+				return
+			}
+			copy(z.Body, bts[:zb0002])
+			bts = bts[zb0002:]
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -385,6 +453,10 @@ func (z *RelayReply) DecodeMsg(dc *msgp.Reader) (err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z2ede2c2elimitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, err = dc.ReadMapKeyPtr()
@@ -406,7 +478,10 @@ func (z *RelayReply) DecodeMsg(dc *msgp.Reader) (err error) {
 				return
 			}
 		case "body":
-			z.Body, err = dc.ReadBytes(z.Body)
+			z.Body, err = dc.ReadBytesLimit(z.Body, 268435456)
+			if err == nil && z.Body == nil {
+				z.Body = []byte{}
+			}
 			if err != nil {
 				err = msgp.WrapError(err, "Body")
 				return
@@ -427,6 +502,10 @@ func (z *RelayReply) DecodeMsg(dc *msgp.Reader) (err error) {
 				zb0002, err = dc.ReadMapHeader()
 				if err != nil {
 					err = msgp.WrapError(err, "RelayError")
+					return
+				}
+				if zb0002 > z2ede2c2elimitMaps {
+					err = msgp.ErrLimitExceeded
 					return
 				}
 				for zb0002 > 0 {
@@ -595,6 +674,10 @@ func (z *RelayReply) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z2ede2c2elimitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -604,7 +687,7 @@ func (z *RelayReply) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 		switch msgp.UnsafeString(field) {
 		case "id":
-			z.ID, bts, err = msgp.ReadStringBytes(bts)
+			z.ID, bts, err = reuseString(bts, z.ID)
 			if err != nil {
 				err = msgp.WrapError(err, "ID")
 				return
@@ -616,11 +699,27 @@ func (z *RelayReply) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				return
 			}
 		case "body":
-			z.Body, bts, err = msgp.ReadBytesBytes(bts, z.Body)
+			var zb0002 uint32
+			zb0002, bts, err = msgp.ReadBytesHeader(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "Body")
 				return
 			}
+			if zb0002 > 268435456 {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if z.Body == nil || uint32(cap(z.Body)) < zb0002 {
+				z.Body = make([]byte, zb0002)
+			} else {
+				z.Body = z.Body[:zb0002]
+			}
+			if uint32(len(bts)) < zb0002 {
+				err = msgp.ErrShortBytes
+				return
+			}
+			copy(z.Body, bts[:zb0002])
+			bts = bts[zb0002:]
 		case "relay_error":
 			if msgp.IsNil(bts) {
 				bts, err = msgp.ReadNilBytes(bts)
@@ -632,14 +731,18 @@ func (z *RelayReply) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				if z.RelayError == nil {
 					z.RelayError = new(RelayReplyError)
 				}
-				var zb0002 uint32
-				zb0002, bts, err = msgp.ReadMapHeaderBytes(bts)
+				var zb0003 uint32
+				zb0003, bts, err = msgp.ReadMapHeaderBytes(bts)
 				if err != nil {
 					err = msgp.WrapError(err, "RelayError")
 					return
 				}
-				for zb0002 > 0 {
-					zb0002--
+				if zb0003 > z2ede2c2elimitMaps {
+					err = msgp.ErrLimitExceeded
+					return
+				}
+				for zb0003 > 0 {
+					zb0003--
 					field, bts, err = msgp.ReadMapKeyZC(bts)
 					if err != nil {
 						err = msgp.WrapError(err, "RelayError")
@@ -647,7 +750,7 @@ func (z *RelayReply) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					}
 					switch msgp.UnsafeString(field) {
 					case "message":
-						z.RelayError.Message, bts, err = msgp.ReadStringBytes(bts)
+						z.RelayError.Message, bts, err = reuseString(bts, z.RelayError.Message)
 						if err != nil {
 							err = msgp.WrapError(err, "RelayError", "Message")
 							return
@@ -692,6 +795,10 @@ func (z *RelayReplyError) DecodeMsg(dc *msgp.Reader) (err error) {
 	zb0001, err = dc.ReadMapHeader()
 	if err != nil {
 		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z2ede2c2elimitMaps {
+		err = msgp.ErrLimitExceeded
 		return
 	}
 	for zb0001 > 0 {
@@ -755,6 +862,10 @@ func (z *RelayReplyError) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z2ede2c2elimitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -764,7 +875,7 @@ func (z *RelayReplyError) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 		switch msgp.UnsafeString(field) {
 		case "message":
-			z.Message, bts, err = msgp.ReadStringBytes(bts)
+			z.Message, bts, err = reuseString(bts, z.Message)
 			if err != nil {
 				err = msgp.WrapError(err, "Message")
 				return
@@ -797,6 +908,10 @@ func (z *RelayRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z2ede2c2elimitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, err = dc.ReadMapKeyPtr()
@@ -812,32 +927,45 @@ func (z *RelayRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 				return
 			}
 		case "headers":
-			var zb0002 uint32
-			zb0002, err = dc.ReadMapHeader()
-			if err != nil {
-				err = msgp.WrapError(err, "Headers")
-				return
-			}
-			if z.Headers == nil {
-				z.Headers = make(map[string]string, zb0002)
-			} else if len(z.Headers) > 0 {
-				clear(z.Headers)
-			}
-			for zb0002 > 0 {
-				zb0002--
-				var za0001 string
-				za0001, err = dc.ReadString()
+			if dc.IsNil() {
+				err = dc.ReadNil()
 				if err != nil {
 					err = msgp.WrapError(err, "Headers")
 					return
 				}
-				var za0002 string
-				za0002, err = dc.ReadString()
+				z.Headers = nil
+			} else {
+				var zb0002 uint32
+				zb0002, err = dc.ReadMapHeader()
 				if err != nil {
-					err = msgp.WrapError(err, "Headers", za0001)
+					err = msgp.WrapError(err, "Headers")
 					return
 				}
-				z.Headers[za0001] = za0002
+				if zb0002 > z2ede2c2elimitMaps {
+					err = msgp.ErrLimitExceeded
+					return
+				}
+				if z.Headers == nil {
+					z.Headers = make(map[string]string, zb0002)
+				} else if len(z.Headers) > 0 {
+					clear(z.Headers)
+				}
+				for zb0002 > 0 {
+					zb0002--
+					var za0001 string
+					za0001, err = dc.ReadString()
+					if err != nil {
+						err = msgp.WrapError(err, "Headers")
+						return
+					}
+					var za0002 string
+					za0002, err = dc.ReadString()
+					if err != nil {
+						err = msgp.WrapError(err, "Headers", za0001)
+						return
+					}
+					z.Headers[za0001] = za0002
+				}
 			}
 		case "content_type":
 			z.ContentType, err = dc.ReadString()
@@ -852,7 +980,10 @@ func (z *RelayRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 				return
 			}
 		case "body":
-			z.Body, err = dc.ReadBytes(z.Body)
+			z.Body, err = dc.ReadBytesLimit(z.Body, 268435456)
+			if err == nil && z.Body == nil {
+				z.Body = []byte{}
+			}
 			if err != nil {
 				err = msgp.WrapError(err, "Body")
 				return
@@ -1029,6 +1160,10 @@ func (z *RelayRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > z2ede2c2elimitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -1038,57 +1173,82 @@ func (z *RelayRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 		switch msgp.UnsafeString(field) {
 		case "endpoint":
-			z.Endpoint, bts, err = msgp.ReadStringBytes(bts)
+			z.Endpoint, bts, err = reuseString(bts, z.Endpoint)
 			if err != nil {
 				err = msgp.WrapError(err, "Endpoint")
 				return
 			}
 		case "headers":
-			var zb0002 uint32
-			zb0002, bts, err = msgp.ReadMapHeaderBytes(bts)
-			if err != nil {
-				err = msgp.WrapError(err, "Headers")
-				return
-			}
-			if z.Headers == nil {
-				z.Headers = make(map[string]string, zb0002)
-			} else if len(z.Headers) > 0 {
-				clear(z.Headers)
-			}
-			for zb0002 > 0 {
-				var za0002 string
-				zb0002--
-				var za0001 string
-				za0001, bts, err = msgp.ReadStringBytes(bts)
+			if msgp.IsNil(bts) {
+				bts = bts[1:]
+				z.Headers = nil
+			} else {
+				var zb0002 uint32
+				zb0002, bts, err = msgp.ReadMapHeaderBytes(bts)
 				if err != nil {
 					err = msgp.WrapError(err, "Headers")
 					return
 				}
-				za0002, bts, err = msgp.ReadStringBytes(bts)
-				if err != nil {
-					err = msgp.WrapError(err, "Headers", za0001)
+				if zb0002 > z2ede2c2elimitMaps {
+					err = msgp.ErrLimitExceeded
 					return
 				}
-				z.Headers[za0001] = za0002
+				if z.Headers == nil {
+					z.Headers = make(map[string]string, zb0002)
+				} else if len(z.Headers) > 0 {
+					clear(z.Headers)
+				}
+				for zb0002 > 0 {
+					var za0002 string
+					zb0002--
+					var za0001 string
+					za0001, bts, err = msgp.ReadStringBytes(bts)
+					if err != nil {
+						err = msgp.WrapError(err, "Headers")
+						return
+					}
+					za0002, bts, err = msgp.ReadStringBytes(bts)
+					if err != nil {
+						err = msgp.WrapError(err, "Headers", za0001)
+						return
+					}
+					z.Headers[za0001] = za0002
+				}
 			}
 		case "content_type":
-			z.ContentType, bts, err = msgp.ReadStringBytes(bts)
+			z.ContentType, bts, err = reuseString(bts, z.ContentType)
 			if err != nil {
 				err = msgp.WrapError(err, "ContentType")
 				return
 			}
 		case "id":
-			z.ID, bts, err = msgp.ReadStringBytes(bts)
+			z.ID, bts, err = reuseString(bts, z.ID)
 			if err != nil {
 				err = msgp.WrapError(err, "ID")
 				return
 			}
 		case "body":
-			z.Body, bts, err = msgp.ReadBytesBytes(bts, z.Body)
+			var zb0003 uint32
+			zb0003, bts, err = msgp.ReadBytesHeader(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "Body")
 				return
 			}
+			if zb0003 > 268435456 {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if z.Body == nil || uint32(cap(z.Body)) < zb0003 {
+				z.Body = make([]byte, zb0003)
+			} else {
+				z.Body = z.Body[:zb0003]
+			}
+			if uint32(len(bts)) < zb0003 {
+				err = msgp.ErrShortBytes
+				return
+			}
+			copy(z.Body, bts[:zb0003])
+			bts = bts[zb0003:]
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {

@@ -6,6 +6,12 @@ import (
 	"github.com/tinylib/msgp/msgp"
 )
 
+// Size limits for msgp deserialization
+const (
+	zdea91e71limitArrays = 65536
+	zdea91e71limitMaps   = 65536
+)
+
 // DecodeMsg implements msgp.Decodable
 func (z *Ack) DecodeMsg(dc *msgp.Reader) (err error) {
 	var field []byte
@@ -14,6 +20,10 @@ func (z *Ack) DecodeMsg(dc *msgp.Reader) (err error) {
 	zb0001, err = dc.ReadMapHeader()
 	if err != nil {
 		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > zdea91e71limitMaps {
+		err = msgp.ErrLimitExceeded
 		return
 	}
 	for zb0001 > 0 {
@@ -217,6 +227,10 @@ func (z *Ack) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > zdea91e71limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -226,13 +240,13 @@ func (z *Ack) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 		switch msgp.UnsafeString(field) {
 		case "invocation_id":
-			z.InvocationID, bts, err = msgp.ReadStringBytes(bts)
+			z.InvocationID, bts, err = reuseString(bts, z.InvocationID)
 			if err != nil {
 				err = msgp.WrapError(err, "InvocationID")
 				return
 			}
 		case "state":
-			z.State, bts, err = msgp.ReadStringBytes(bts)
+			z.State, bts, err = reuseString(bts, z.State)
 			if err != nil {
 				err = msgp.WrapError(err, "State")
 				return
@@ -261,7 +275,7 @@ func (z *Ack) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				}
 			}
 		case "worker_id":
-			z.WorkerID, bts, err = msgp.ReadStringBytes(bts)
+			z.WorkerID, bts, err = reuseString(bts, z.WorkerID)
 			if err != nil {
 				err = msgp.WrapError(err, "WorkerID")
 				return
@@ -298,6 +312,10 @@ func (z *ErrorInfo) DecodeMsg(dc *msgp.Reader) (err error) {
 	zb0001, err = dc.ReadMapHeader()
 	if err != nil {
 		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > zdea91e71limitMaps {
+		err = msgp.ErrLimitExceeded
 		return
 	}
 	for zb0001 > 0 {
@@ -455,6 +473,10 @@ func (z *ErrorInfo) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > zdea91e71limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -464,13 +486,13 @@ func (z *ErrorInfo) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 		switch msgp.UnsafeString(field) {
 		case "type":
-			z.TypeName, bts, err = msgp.ReadStringBytes(bts)
+			z.TypeName, bts, err = reuseString(bts, z.TypeName)
 			if err != nil {
 				err = msgp.WrapError(err, "TypeName")
 				return
 			}
 		case "message":
-			z.Message, bts, err = msgp.ReadStringBytes(bts)
+			z.Message, bts, err = reuseString(bts, z.Message)
 			if err != nil {
 				err = msgp.WrapError(err, "Message")
 				return
@@ -486,7 +508,7 @@ func (z *ErrorInfo) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				if z.Traceback == nil {
 					z.Traceback = new(string)
 				}
-				*z.Traceback, bts, err = msgp.ReadStringBytes(bts)
+				*z.Traceback, bts, err = reuseString(bts, *z.Traceback)
 				if err != nil {
 					err = msgp.WrapError(err, "Traceback")
 					return
@@ -523,6 +545,10 @@ func (z *ExecResult) DecodeMsg(dc *msgp.Reader) (err error) {
 	zb0001, err = dc.ReadMapHeader()
 	if err != nil {
 		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > zdea91e71limitMaps {
+		err = msgp.ErrLimitExceeded
 		return
 	}
 	for zb0001 > 0 {
@@ -772,6 +798,10 @@ func (z *ExecResult) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > zdea91e71limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -787,13 +817,13 @@ func (z *ExecResult) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				return
 			}
 		case "stdout":
-			z.Stdout, bts, err = msgp.ReadStringBytes(bts)
+			z.Stdout, bts, err = reuseString(bts, z.Stdout)
 			if err != nil {
 				err = msgp.WrapError(err, "Stdout")
 				return
 			}
 		case "stderr":
-			z.Stderr, bts, err = msgp.ReadStringBytes(bts)
+			z.Stderr, bts, err = reuseString(bts, z.Stderr)
 			if err != nil {
 				err = msgp.WrapError(err, "Stderr")
 				return
@@ -815,7 +845,7 @@ func (z *ExecResult) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				if z.Error == nil {
 					z.Error = new(string)
 				}
-				*z.Error, bts, err = msgp.ReadStringBytes(bts)
+				*z.Error, bts, err = reuseString(bts, *z.Error)
 				if err != nil {
 					err = msgp.WrapError(err, "Error")
 					return
@@ -865,6 +895,10 @@ func (z *KeyRotationRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 	zb0001, err = dc.ReadMapHeader()
 	if err != nil {
 		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > zdea91e71limitMaps {
+		err = msgp.ErrLimitExceeded
 		return
 	}
 	for zb0001 > 0 {
@@ -999,6 +1033,10 @@ func (z *KeyRotationRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > zdea91e71limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -1008,19 +1046,19 @@ func (z *KeyRotationRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 		switch msgp.UnsafeString(field) {
 		case "worker_id":
-			z.WorkerID, bts, err = msgp.ReadStringBytes(bts)
+			z.WorkerID, bts, err = reuseString(bts, z.WorkerID)
 			if err != nil {
 				err = msgp.WrapError(err, "WorkerID")
 				return
 			}
 		case "new_public_key":
-			z.NewPublicKey, bts, err = msgp.ReadStringBytes(bts)
+			z.NewPublicKey, bts, err = reuseString(bts, z.NewPublicKey)
 			if err != nil {
 				err = msgp.WrapError(err, "NewPublicKey")
 				return
 			}
 		case "old_key_id":
-			z.OldKeyID, bts, err = msgp.ReadStringBytes(bts)
+			z.OldKeyID, bts, err = reuseString(bts, z.OldKeyID)
 			if err != nil {
 				err = msgp.WrapError(err, "OldKeyID")
 				return
@@ -1051,6 +1089,10 @@ func (z *KeyRotationResponse) DecodeMsg(dc *msgp.Reader) (err error) {
 	zb0001, err = dc.ReadMapHeader()
 	if err != nil {
 		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > zdea91e71limitMaps {
+		err = msgp.ErrLimitExceeded
 		return
 	}
 	for zb0001 > 0 {
@@ -1160,6 +1202,10 @@ func (z *KeyRotationResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > zdea91e71limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -1169,7 +1215,7 @@ func (z *KeyRotationResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 		switch msgp.UnsafeString(field) {
 		case "key_id":
-			z.KeyID, bts, err = msgp.ReadStringBytes(bts)
+			z.KeyID, bts, err = reuseString(bts, z.KeyID)
 			if err != nil {
 				err = msgp.WrapError(err, "KeyID")
 				return
@@ -1222,6 +1268,10 @@ func (z *PresignRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 	zb0001, err = dc.ReadMapHeader()
 	if err != nil {
 		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > zdea91e71limitMaps {
+		err = msgp.ErrLimitExceeded
 		return
 	}
 	for zb0001 > 0 {
@@ -1457,6 +1507,10 @@ func (z *PresignRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > zdea91e71limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -1466,13 +1520,13 @@ func (z *PresignRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 		switch msgp.UnsafeString(field) {
 		case "op":
-			z.Op, bts, err = msgp.ReadStringBytes(bts)
+			z.Op, bts, err = reuseString(bts, z.Op)
 			if err != nil {
 				err = msgp.WrapError(err, "Op")
 				return
 			}
 		case "key":
-			z.Key, bts, err = msgp.ReadStringBytes(bts)
+			z.Key, bts, err = reuseString(bts, z.Key)
 			if err != nil {
 				err = msgp.WrapError(err, "Key")
 				return
@@ -1495,13 +1549,13 @@ func (z *PresignRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				}
 			}
 		case "jobId":
-			z.JobID, bts, err = msgp.ReadStringBytes(bts)
+			z.JobID, bts, err = reuseString(bts, z.JobID)
 			if err != nil {
 				err = msgp.WrapError(err, "JobID")
 				return
 			}
 		case "kind":
-			z.Kind, bts, err = msgp.ReadStringBytes(bts)
+			z.Kind, bts, err = reuseString(bts, z.Kind)
 			if err != nil {
 				err = msgp.WrapError(err, "Kind")
 				return
@@ -1540,6 +1594,10 @@ func (z *PresignResponse) DecodeMsg(dc *msgp.Reader) (err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > zdea91e71limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, err = dc.ReadMapKeyPtr()
@@ -1565,6 +1623,10 @@ func (z *PresignResponse) DecodeMsg(dc *msgp.Reader) (err error) {
 			zb0002, err = dc.ReadMapHeader()
 			if err != nil {
 				err = msgp.WrapError(err, "Headers")
+				return
+			}
+			if zb0002 > zdea91e71limitMaps {
+				err = msgp.ErrLimitExceeded
 				return
 			}
 			if z.Headers == nil {
@@ -1700,6 +1762,10 @@ func (z *PresignResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		err = msgp.WrapError(err)
 		return
 	}
+	if zb0001 > zdea91e71limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
 	for zb0001 > 0 {
 		zb0001--
 		field, bts, err = msgp.ReadMapKeyZC(bts)
@@ -1709,13 +1775,13 @@ func (z *PresignResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 		switch msgp.UnsafeString(field) {
 		case "url":
-			z.URL, bts, err = msgp.ReadStringBytes(bts)
+			z.URL, bts, err = reuseString(bts, z.URL)
 			if err != nil {
 				err = msgp.WrapError(err, "URL")
 				return
 			}
 		case "method":
-			z.Method, bts, err = msgp.ReadStringBytes(bts)
+			z.Method, bts, err = reuseString(bts, z.Method)
 			if err != nil {
 				err = msgp.WrapError(err, "Method")
 				return
@@ -1725,6 +1791,10 @@ func (z *PresignResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			zb0002, bts, err = msgp.ReadMapHeaderBytes(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "Headers")
+				return
+			}
+			if zb0002 > zdea91e71limitMaps {
+				err = msgp.ErrLimitExceeded
 				return
 			}
 			if z.Headers == nil {
