@@ -1,0 +1,330 @@
+package daemon
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/nymphd/nymph/wirecore/wire"
+)
+
+// ---------------------------------------------------------------- commands
+
+// runCommands handles one poll response's commands in array order. A
+// hibernate returns from the loop: the commands after it are discarded.
+func (m *Machine) runCommands(now time.Time, cmds []wire.Command) {
+	for i, c := range cmds {
+		m.counters.Commands++
+		d := wire.Dispatch(c)
+		if h, ok := d.(wire.HibernateCommand); ok {
+			if rest := len(cmds) - i - 1; rest > 0 {
+				m.counters.Skipped += uint64(rest)
+				m.log(slog.LevelInfo, "hibernate discards the rest of the poll response",
+					slog.String("command_id", h.ID), slog.Int("discarded", rest))
+			}
+			m.hibernate(now, h)
+			return
+		}
+		m.runCommand(now, d)
+	}
+}
+
+func (m *Machine) runCommand(now time.Time, d wire.Directive) {
+	switch c := d.(type) {
+	case wire.SetupCommand:
+		m.queueSetup(now, c)
+	case wire.ExecCommand:
+		m.acceptExec(now, c)
+	case wire.OTAUpdateCommand:
+		m.otaUpdate(c)
+	case wire.ResetBackoffCommand:
+		m.backoff.reset()
+	case wire.RotateKeyCommand:
+		if m.draining {
+			m.skip(c.ID, c.CommandKind(), "daemon is draining")
+			return
+		}
+		m.emit(RotateKey{CommandID: c.ID})
+	case wire.RunCommand:
+		m.acceptRun(now, c)
+	case wire.Unknown:
+		m.skip(c.ID, c.Kind, c.Reason)
+	default:
+		m.skip(d.CommandID(), d.CommandKind(), "no handler")
+	}
+}
+
+func (m *Machine) skip(id, kind, reason string) {
+	m.counters.Skipped++
+	m.log(slog.LevelWarn, "command skipped",
+		slog.String("command_id", id), slog.String("kind", kind), slog.String("reason", reason))
+}
+
+func (m *Machine) acceptExec(now time.Time, c wire.ExecCommand) {
+	id := c.Body.ExecID
+	if m.execKnown(id) {
+		// No cursor on the wire: a reconnect can redeliver a command.
+		m.skip(c.ID, c.CommandKind(), "exec "+id+" is already running or held")
+		return
+	}
+	if m.draining {
+		m.answerExecUnstarted(id, ShutdownMessage)
+		return
+	}
+	exec := c.Body
+	if len(m.held) > 0 || !m.permitFree() {
+		m.held = append(m.held, heldWork{commandID: c.ID, isExec: true, exec: exec})
+		return
+	}
+	m.startExec(c.ID, exec)
+}
+
+func (m *Machine) startExec(commandID string, exec wire.Exec) {
+	m.execs = append(m.execs, execEntry{id: exec.ExecID})
+	m.counters.ExecsStarted++
+	m.emit(StartExec{CommandID: commandID, Exec: exec})
+	m.stopPollingIfFull()
+}
+
+// stopPollingIfFull withdraws a parked poll once the last permit is taken
+// (possible only when a cancelled poll's late response brought work): the
+// daemon must not claim work it cannot start.
+// Under KeepPollOnWake the poll is never abandoned (and no poll is parked
+// while a reply's work is taken, so the case does not arise).
+func (m *Machine) stopPollingIfFull() {
+	if m.parked != 0 && !m.permitFree() && !m.cfg.KeepPollOnWake {
+		m.emit(CancelPoll{Seq: m.parked})
+		m.parked = 0
+	}
+}
+
+func (m *Machine) acceptRun(now time.Time, c wire.RunCommand) {
+	run := c.Body
+	id := run.InvocationID
+	if m.runKnown(id) {
+		m.skip(c.ID, c.CommandKind(), "run "+id+" is already running or held")
+		return
+	}
+	if m.draining {
+		m.ack(id, wire.StateKilled, nil, &wire.ErrorInfo{TypeName: wire.ErrTypeCancelled, Message: ShutdownMessage})
+		return
+	}
+	kind, failure := m.resolveRunner(run.RunConfig.Runner)
+	if failure != nil {
+		m.ack(id, wire.StateFailed, nil, failure)
+		return
+	}
+	if len(m.held) > 0 || !m.permitFree() {
+		m.held = append(m.held, heldWork{commandID: c.ID, run: run, kind: kind})
+		return
+	}
+	m.startRun(now, c.ID, kind, run)
+}
+
+func (m *Machine) startRun(now time.Time, commandID, kind string, run wire.Run) {
+	m.runs = append(m.runs, runEntry{id: run.InvocationID, started: now})
+	m.counters.RunsStarted++
+	m.emit(StartRun{CommandID: commandID, Kind: kind, Run: run})
+	m.stopPollingIfFull()
+}
+
+// knownRunners are the kinds the spec names (mock only in test builds of a
+// driver, but always known here so that its absence reads as "not offered").
+var knownRunners = [...]string{RunnerProcess, RunnerSubprocess, RunnerDocker, RunnerGvisor, RunnerSlurm, RunnerKube, RunnerMock}
+
+// resolveRunner picks the runner kind of a run: run_config.runner, else
+// [runtime] default_runner — never a fallback for an unknown kind.
+func (m *Machine) resolveRunner(asked string) (string, *wire.ErrorInfo) {
+	kind := asked
+	if kind == "" {
+		kind = m.cfg.DefaultRunner
+	}
+	if !slices.Contains(knownRunners[:], kind) {
+		return "", &wire.ErrorInfo{TypeName: wire.ErrTypeDaemon, Message: "unknown runner kind: " + kind}
+	}
+	if kind == RunnerSubprocess {
+		kind = RunnerProcess
+	}
+	if !m.offers(kind) {
+		return "", &wire.ErrorInfo{TypeName: wire.ErrTypeRunnerUnavailable,
+			Message: fmt.Sprintf("runner %s is not offered by this daemon (runners: %v)", kind, m.cfg.Runners)}
+	}
+	return kind, nil
+}
+
+func (m *Machine) offers(kind string) bool {
+	for _, r := range m.cfg.Runners {
+		if r == kind || (kind == RunnerProcess && r == RunnerSubprocess) {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Machine) otaUpdate(c wire.OTAUpdateCommand) {
+	u := c.Body
+	switch {
+	case m.draining:
+		m.skip(c.ID, c.CommandKind(), "daemon is draining")
+	case !isSHA256Hex(u.SHA256):
+		m.skip(c.ID, c.CommandKind(), "sha256 is not 64 hex characters")
+	case u.Version == m.cfg.DaemonVersion:
+		m.log(slog.LevelInfo, "ota_update to the running version: nothing to do",
+			slog.String("command_id", c.ID), slog.String("version", u.Version))
+	default:
+		m.emit(StartOTA{CommandID: c.ID, Update: u})
+	}
+}
+
+// ---------------------------------------------------------------- hibernate
+
+func (m *Machine) hibernate(now time.Time, h wire.HibernateCommand) {
+	if m.draining {
+		m.skip(h.ID, h.CommandKind(), "daemon is draining")
+		return
+	}
+	until := epochTime(float64(h.Body.UntilEpochS))
+	m.hibernateTill = until
+	m.stopIdle()
+	m.cancelTimer(TimerBackoff)
+	if m.parked != 0 {
+		// Only when this response raced a wake: the fresh poll goes too.
+		m.emit(CancelPoll{Seq: m.parked})
+		m.parked = 0
+	}
+	m.setState(StateHibernating)
+	if !until.After(now) {
+		m.resume(now)
+		return
+	}
+	m.setTimer(TimerHibernate, until)
+}
+
+// resume starts a fresh poll loop after a hibernate: no new hello, the
+// backoff from scratch.
+func (m *Machine) resume(now time.Time) {
+	m.hibernateTill = time.Time{}
+	m.backoff.reset()
+	m.setState(StatePolling)
+	m.pollIfReady(now)
+}
+
+// ---------------------------------------------------------------- setup
+
+func (m *Machine) queueSetup(now time.Time, c wire.SetupCommand) {
+	if m.draining {
+		m.ack(setupInvocationID(c.ID), wire.StateKilled, nil,
+			&wire.ErrorInfo{TypeName: wire.ErrTypeCancelled, Message: ShutdownMessage})
+		return
+	}
+	m.setups = append(m.setups, c)
+	m.startNextSetup()
+}
+
+// startNextSetup runs the serial setup queue: one at a time, without a
+// permit, never blocking the poll loop.
+func (m *Machine) startNextSetup() {
+	if m.setup != nil || len(m.setups) == 0 || m.cancelled {
+		return
+	}
+	c := m.setups[0]
+	m.setups = slices.Delete(m.setups, 0, 1)
+	m.setup = &c
+	m.emit(StartSetup{CommandID: c.ID, Run: m.setupRun(c), Workdir: m.setupWorkdir(c.ID)})
+}
+
+// setupRun is the synthetic invocation a setup runs as.
+func (m *Machine) setupRun(c wire.SetupCommand) wire.Run {
+	qualname := "setup"
+	if c.Body.Name != nil && *c.Body.Name != "" {
+		qualname = *c.Body.Name
+	}
+	script := c.Body.Script
+	run := wire.Run{
+		InvocationID: setupInvocationID(c.ID),
+		Function:     wire.Function{Module: "_setup", Qualname: qualname},
+		RunConfig:    wire.RunConfig{Runner: RunnerProcess},
+		Script:       &script,
+	}
+	if c.Body.Sudo {
+		root := "root"
+		run.AsUser = &root
+	}
+	return run
+}
+
+func (m *Machine) setupWorkdir(commandID string) string {
+	dir := m.cfg.Workdir
+	if dir != "" && dir[len(dir)-1] != '/' {
+		dir += "/"
+	}
+	return dir + "_setup-" + commandID
+}
+
+func setupInvocationID(commandID string) string { return "setup-" + commandID }
+
+func (m *Machine) onSetupFinished(now time.Time, e SetupFinished) {
+	if m.setup == nil || m.setup.ID != e.CommandID || m.refreshing {
+		m.log(slog.LevelWarn, "finish of an unknown setup ignored", slog.String("command_id", e.CommandID))
+		return
+	}
+	m.counters.Setups++
+	c := m.setup
+	id := setupInvocationID(c.ID)
+	switch {
+	case e.Killed:
+		m.ack(id, wire.StateKilled, nil, cancelledError())
+	case e.Err != nil:
+		m.ack(id, wire.StateFailed, nil, &wire.ErrorInfo{TypeName: wire.ErrTypeDaemon, Message: e.Err.Error()})
+	case e.ExitCode != 0:
+		m.ack(id, wire.StateFailed, nil, &wire.ErrorInfo{TypeName: wire.ErrTypeScriptFailed, Message: fmt.Sprintf("exit status %d", e.ExitCode)})
+	default:
+		refresh := c.Body.RefreshCapabilities && !m.draining
+		if !refresh || !m.cfg.KeepPollOnWake {
+			m.ack(id, wire.StateSucceeded, nil, nil)
+		}
+		if refresh {
+			// The slot stays busy until detection is back, so the next
+			// setup never runs beside a half-finished probe. Under
+			// KeepPollOnWake the ack waits too: it is what makes the
+			// control plane answer the parked poll, and the poll after
+			// that reply must carry updated_capabilities.
+			m.refreshing = true
+			m.emit(RefreshCapabilities{CommandID: c.ID})
+			return
+		}
+	}
+	m.setupDone(now)
+}
+
+func (m *Machine) onCapabilities(now time.Time, e CapabilitiesRefreshed) {
+	if !m.refreshing || m.setup == nil || m.setup.ID != e.CommandID {
+		m.log(slog.LevelWarn, "capabilities for an unknown setup ignored", slog.String("command_id", e.CommandID))
+		return
+	}
+	m.refreshing = false
+	if e.Err != nil {
+		m.log(slog.LevelWarn, "capability refresh failed", slog.String("command_id", e.CommandID), slog.String("error", e.Err.Error()))
+	} else {
+		caps := e.Capabilities
+		caps.Runners = slices.Clone(caps.Runners)
+		m.pendingCaps, m.capsFirstSeq = &caps, 0
+		// What the host now offers decides which runs it accepts.
+		m.cfg.Runners = caps.Runners
+	}
+	if m.cfg.KeepPollOnWake {
+		m.ack(setupInvocationID(e.CommandID), wire.StateSucceeded, nil, nil)
+	}
+	m.setupDone(now)
+}
+
+// setupDone frees the setup slot; a setup's end wakes the poll loop so
+// updated_capabilities ships at once.
+func (m *Machine) setupDone(now time.Time) {
+	m.setup = nil
+	m.stopIdle()
+	m.startNextSetup()
+	m.wake(now)
+	m.checkDrained()
+}

@@ -1,0 +1,143 @@
+package daemon
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nymphd/nymph/wirecore/wire"
+)
+
+// ---------------------------------------------------------------- timers
+
+func (m *Machine) setTimer(id TimerID, at time.Time) {
+	m.timers[timerIndex(id)] = at
+	m.emit(SetTimer{ID: id, At: at})
+}
+
+func (m *Machine) cancelTimer(id TimerID) {
+	i := timerIndex(id)
+	if m.timers[i].IsZero() {
+		return
+	}
+	m.timers[i] = time.Time{}
+	m.emit(CancelTimer{ID: id})
+}
+
+func (m *Machine) onTimer(now time.Time, e TimerFired) {
+	i := timerIndex(e.ID)
+	if i < 0 || m.timers[i].IsZero() || !m.timers[i].Equal(e.At) {
+		return // cancelled or re-armed since: stale
+	}
+	m.timers[i] = time.Time{}
+	switch e.ID {
+	case TimerBackoff:
+		if m.needHello {
+			m.sendHello()
+			return
+		}
+		m.setState(StatePolling)
+		m.pollIfReady(now)
+	case TimerIdle:
+		m.drain(now, fmt.Sprintf("idle for keep_alive_s = %g", m.cfg.KeepAliveS))
+	case TimerGrace:
+		m.cancelInFlight(now, "shutdown grace expired")
+	case TimerHibernate:
+		m.resume(now)
+	}
+}
+
+// ---------------------------------------------------------------- drain
+
+func (m *Machine) onSignal(now time.Time, e Signal) {
+	m.signals++
+	switch m.signals {
+	case 1:
+		m.drain(now, "signal "+string(e.Kind))
+	case 2:
+		m.drain(now, "signal "+string(e.Kind)) // no-op when already draining
+		m.cancelInFlight(now, "second signal")
+	default:
+		m.exit(1, "third signal: exiting without waiting for in-flight work")
+	}
+}
+
+// drain is the graceful path shared by signals and the idle policy: stop
+// polling, let in-flight work finish within grace_s, post every outcome,
+// exit 0.
+func (m *Machine) drain(now time.Time, reason string) {
+	if m.draining {
+		return
+	}
+	m.draining = true
+	m.drainReason = reason
+	m.log(slog.LevelInfo, "draining", slog.String("reason", reason))
+	if m.parked != 0 && !m.cfg.KeepPollOnWake {
+		m.emit(CancelPoll{Seq: m.parked})
+		m.parked = 0
+	}
+	m.cancelTimer(TimerBackoff)
+	m.cancelTimer(TimerIdle)
+	m.cancelTimer(TimerHibernate)
+	m.hibernateTill = time.Time{}
+	m.setState(StateDraining)
+	if m.busy() || m.parked != 0 {
+		m.setTimer(TimerGrace, now.Add(seconds(max(m.cfg.GraceS, 0))))
+	}
+	m.checkDrained()
+}
+
+// cancelInFlight is the second cancellation: what still runs is killed
+// (and reports its end), what never started is answered without running.
+func (m *Machine) cancelInFlight(now time.Time, reason string) {
+	if m.cancelled {
+		return
+	}
+	m.cancelled = true
+	m.cancelTimer(TimerGrace)
+	if len(m.execs) > 0 || len(m.runs) > 0 || (m.setup != nil && !m.refreshing) {
+		m.log(slog.LevelWarn, "cancelling in-flight work", slog.String("reason", reason))
+		m.emit(CancelInFlight{})
+	}
+	for _, h := range m.held {
+		if h.isExec {
+			m.answerExecUnstarted(h.exec.ExecID, wire.CancelledMessage)
+		} else {
+			m.ack(h.run.InvocationID, wire.StateKilled, nil, cancelledError())
+		}
+	}
+	m.held = m.held[:0]
+	for _, c := range m.setups {
+		m.ack(setupInvocationID(c.ID), wire.StateKilled, nil, cancelledError())
+	}
+	m.setups = m.setups[:0]
+	if m.parked != 0 {
+		// Under KeepPollOnWake the drain waited for this poll's reply;
+		// now it stops waiting. Commands in a reply that still arrives
+		// are lost if the daemon has exited by then.
+		m.log(slog.LevelWarn, "withdrawing the poll in flight", slog.String("reason", reason))
+		m.emit(CancelPoll{Seq: m.parked})
+		m.parked = 0
+	}
+	m.checkDrained()
+}
+
+// checkDrained exits once a drain has nothing left: nothing running, held
+// or queued, every outcome posted, and no poll in flight (only under
+// KeepPollOnWake does a drain leave one).
+func (m *Machine) checkDrained() {
+	if !m.draining || m.exited || m.busy() || m.postsPending > 0 || m.parked != 0 {
+		return
+	}
+	m.cancelTimer(TimerGrace)
+	m.exit(0, "drained after "+m.drainReason)
+}
+
+func (m *Machine) exit(code int, reason string) {
+	for _, id := range [...]TimerID{TimerBackoff, TimerIdle, TimerGrace, TimerHibernate} {
+		m.cancelTimer(id)
+	}
+	m.setState(StateExiting)
+	m.exited = true
+	m.emit(Exit{Code: code, Reason: reason})
+}

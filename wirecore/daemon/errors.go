@@ -1,0 +1,67 @@
+package daemon
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/nymphd/nymph/wirecore/wire"
+)
+
+// errorBody reads a control plane's {error, field} body, msgpack or JSON
+// (whichever the server answered in); ok is false when it is neither.
+func errorBody(body []byte) (wire.ValidationError, bool) {
+	var v wire.ValidationError
+	if len(body) == 0 {
+		return v, false
+	}
+	if _, err := v.UnmarshalMsg(body); err == nil && v.Error != "" {
+		return v, true
+	}
+	v = wire.ValidationError{}
+	if err := json.Unmarshal(body, &v); err == nil && v.Error != "" {
+		return v, true
+	}
+	return wire.ValidationError{}, false
+}
+
+// isUnknownWorker recognises the 404 body {error: "unknown_worker"}.
+func isUnknownWorker(body []byte) bool {
+	v, ok := errorBody(body)
+	return ok && v.Error == "unknown_worker"
+}
+
+// validationText renders a 422 body so that the field is named first.
+func validationText(body []byte) string {
+	v, ok := errorBody(body)
+	switch {
+	case !ok:
+		return "status 422" + bodySnippet(body)
+	case v.Field != "":
+		return fmt.Sprintf("invalid field %s: %s", v.Field, v.Error)
+	default:
+		return "status 422: " + v.Error
+	}
+}
+
+// errText describes a failed request: the transport error, or the status.
+func errText(err error, status int) string {
+	if err != nil {
+		return err.Error()
+	}
+	if status == 0 {
+		return "no response"
+	}
+	return "status " + strconv.Itoa(status)
+}
+
+// bodySnippet quotes at most 200 bytes of a body, for an error message.
+func bodySnippet(body []byte) string {
+	if len(body) == 0 {
+		return ""
+	}
+	if len(body) > 200 {
+		body = body[:200]
+	}
+	return ": " + strconv.Quote(string(body))
+}

@@ -1,0 +1,255 @@
+package daemon
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/nymphd/nymph/wirecore/wire"
+)
+
+// Machine is the daemon's state machine. Create it with New; feed it with
+// Step. It is not safe for concurrent use.
+type Machine struct {
+	cfg     Config
+	rnd     Rand
+	state   string
+	booted  bool
+	exited  bool
+	backoff backoff
+
+	workerID      string
+	helloInFlight bool
+	// needHello: the next attempt after a backoff is a hello, not a poll
+	// (at boot, and after a poll answered 404 unknown_worker).
+	needHello bool
+
+	pollSeq uint64
+	// parked is the Seq of the poll the loop waits on; 0 when none. A
+	// cancelled poll is no longer parked, but its result is still read
+	// for the commands it may carry.
+	parked uint64
+
+	timers [timerCount]time.Time // zero: not armed
+
+	execs []execEntry // started, in start order
+	runs  []runEntry  // started, in start order
+	held  []heldWork  // waiting for a permit, in arrival order
+
+	setups        []wire.SetupCommand // waiting for the serial setup slot
+	setup         *wire.SetupCommand  // in the slot (running or refreshing)
+	refreshing    bool
+	pendingCaps   *wire.Capabilities // to ship as updated_capabilities
+	capsFirstSeq  uint64             // first poll that carried pendingCaps; 0: not sent yet
+	postsPending  int
+	idleSince     time.Time
+	hibernateTill time.Time
+
+	signals     int
+	draining    bool
+	drainReason string
+	cancelled   bool // CancelInFlight was decided
+
+	lastPollAt, lastPollOKAt time.Time
+	counters                 Counters
+
+	out []Effect
+}
+
+type execEntry struct{ id string }
+
+type runEntry struct {
+	id      string
+	started time.Time
+}
+
+// heldWork is an exec or a run received while no permit was free.
+type heldWork struct {
+	commandID string
+	isExec    bool
+	exec      wire.Exec // when isExec
+	run       wire.Run  // otherwise
+	kind      string    // resolved runner kind of run
+}
+
+const timerCount = 4
+
+func timerIndex(id TimerID) int {
+	switch id {
+	case TimerBackoff:
+		return 0
+	case TimerIdle:
+		return 1
+	case TimerGrace:
+		return 2
+	case TimerHibernate:
+		return 3
+	}
+	return -1
+}
+
+// New returns a machine in state booting. cfg is copied; WaitMaxS,
+// RetryMinS and RetryMaxS get their defaults when not positive, and
+// RetryMaxS is raised to RetryMinS when below it.
+func New(cfg Config, rnd Rand) *Machine {
+	if cfg.WaitMaxS <= 0 {
+		cfg.WaitMaxS = DefaultWaitMaxS
+	}
+	if cfg.RetryMinS <= 0 {
+		cfg.RetryMinS = DefaultRetryMinS
+	}
+	if cfg.RetryMaxS <= 0 {
+		cfg.RetryMaxS = DefaultRetryMaxS
+	}
+	cfg.RetryMaxS = max(cfg.RetryMaxS, cfg.RetryMinS)
+	if cfg.DefaultRunner == "" {
+		cfg.DefaultRunner = DefaultRunner
+	}
+	cfg.Tags = slices.Clone(cfg.Tags)
+	cfg.Lanes = slices.Clone(cfg.Lanes)
+	cfg.Runners = slices.Clone(cfg.Runners)
+	return &Machine{
+		cfg:     cfg,
+		rnd:     rnd,
+		state:   StateBooting,
+		backoff: newBackoff(cfg.RetryMinS, cfg.RetryMaxS),
+	}
+}
+
+// Step applies one event that happened at now and returns the effects the
+// driver must carry out, in order. The returned slice is valid until the
+// next call to Step. After Exit, Step returns nothing.
+func (m *Machine) Step(now time.Time, ev Event) []Effect {
+	clear(m.out)
+	m.out = m.out[:0]
+	if m.exited {
+		return nil
+	}
+	if _, ok := ev.(Boot); !ok && !m.booted {
+		m.log(slog.LevelWarn, "event before boot ignored", slog.String("event", fmt.Sprintf("%T", ev)))
+		return m.out
+	}
+	switch e := ev.(type) {
+	case Boot:
+		m.boot(now)
+	case HelloResult:
+		m.onHello(now, e)
+	case PollResult:
+		m.onPoll(now, e)
+	case ExecFinished:
+		m.onExecFinished(now, e)
+	case RunFinished:
+		m.onRunFinished(now, e)
+	case SetupFinished:
+		m.onSetupFinished(now, e)
+	case CapabilitiesRefreshed:
+		m.onCapabilities(now, e)
+	case TimerFired:
+		m.onTimer(now, e)
+	case Signal:
+		m.onSignal(now, e)
+	case AckPosted:
+		m.onPosted(now, "ack", e.InvocationID, e.Err, &m.counters.AcksFailed)
+	case ResultPosted:
+		m.onPosted(now, "exec result", e.ExecID, e.Err, &m.counters.ResultsFailed)
+	}
+	return m.out
+}
+
+// Status returns a snapshot of the machine's state.
+func (m *Machine) Status() Status {
+	free := -1
+	if m.cfg.MaxInvocations > 0 {
+		free = m.cfg.MaxInvocations - len(m.execs) - len(m.runs)
+	}
+	return Status{
+		State:         m.state,
+		WorkerID:      m.workerID,
+		Queue:         m.cfg.Queue,
+		ExecsRunning:  len(m.execs),
+		RunsRunning:   len(m.runs),
+		Held:          len(m.held),
+		SetupsQueued:  len(m.setups),
+		SetupRunning:  m.setup != nil,
+		PostsPending:  m.postsPending,
+		PermitsFree:   free,
+		BackoffBaseS:  m.backoff.base,
+		LastPollAt:    m.lastPollAt,
+		LastPollOKAt:  m.lastPollOKAt,
+		Counters:      m.counters,
+		HibernateTill: m.hibernateTill,
+	}
+}
+
+// ---------------------------------------------------------------- small pieces
+
+func (m *Machine) emit(e Effect) { m.out = append(m.out, e) }
+
+func (m *Machine) setState(s string) {
+	if m.state == s {
+		return
+	}
+	m.state = s
+	m.emit(ReportState{State: s})
+}
+
+func (m *Machine) log(level slog.Level, msg string, attrs ...slog.Attr) {
+	m.emit(Log{Level: level, Msg: msg, Attrs: attrs})
+}
+
+func (m *Machine) permitFree() bool {
+	return m.cfg.MaxInvocations <= 0 || len(m.execs)+len(m.runs) < m.cfg.MaxInvocations
+}
+
+func (m *Machine) execKnown(id string) bool {
+	if slices.ContainsFunc(m.execs, func(x execEntry) bool { return x.id == id }) {
+		return true
+	}
+	return slices.ContainsFunc(m.held, func(h heldWork) bool { return h.isExec && h.exec.ExecID == id })
+}
+
+func (m *Machine) runKnown(id string) bool {
+	if slices.ContainsFunc(m.runs, func(x runEntry) bool { return x.id == id }) {
+		return true
+	}
+	return slices.ContainsFunc(m.held, func(h heldWork) bool { return !h.isExec && h.run.InvocationID == id })
+}
+
+func is2xx(status int) bool { return status >= 200 && status <= 299 }
+
+// retryableStatus: a hello that failed this way may succeed later.
+func retryableStatus(status int) bool {
+	return status >= 500 || status == 408 || status == 429
+}
+
+// epochSeconds is started_at's float epoch seconds; whole seconds and the
+// fraction are converted apart so that round values stay round.
+func epochSeconds(t time.Time) float64 {
+	return float64(t.Unix()) + float64(t.Nanosecond())/1e9
+}
+
+func epochTime(s float64) time.Time {
+	if math.IsNaN(s) || s <= 0 {
+		return time.Unix(0, 0)
+	}
+	if s > 1e11 { // far future: clamp rather than overflow
+		s = 1e11
+	}
+	sec, frac := math.Modf(s)
+	return time.Unix(int64(sec), int64(frac*1e9))
+}
+
+func isSHA256Hex(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}

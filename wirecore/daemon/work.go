@@ -1,0 +1,157 @@
+package daemon
+
+import (
+	"log/slog"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/nymphd/nymph/wirecore/wire"
+)
+
+// ---------------------------------------------------------------- completions
+
+func (m *Machine) onExecFinished(now time.Time, e ExecFinished) {
+	i := slices.IndexFunc(m.execs, func(x execEntry) bool { return x.id == e.ExecID })
+	if i < 0 {
+		m.log(slog.LevelWarn, "finish of an unknown exec ignored", slog.String("exec_id", e.ExecID))
+		return
+	}
+	m.execs = slices.Delete(m.execs, i, i+1)
+	m.countExec(int64(e.Result.ExitCode))
+	m.postExecResult(e.ExecID, e.Result)
+	m.released(now)
+	m.wake(now)
+	m.checkDrained()
+}
+
+func (m *Machine) countExec(code int64) {
+	switch {
+	case code == 0:
+		m.counters.ExecsOK++
+	case code == wire.ExitTimeout:
+		m.counters.ExecsTimedOut++
+	case code < 0:
+		m.counters.ExecsFailed++
+	default:
+		m.counters.ExecsNonZero++
+	}
+}
+
+func (m *Machine) onRunFinished(now time.Time, e RunFinished) {
+	i := slices.IndexFunc(m.runs, func(x runEntry) bool { return x.id == e.InvocationID })
+	if i < 0 {
+		m.log(slog.LevelWarn, "finish of an unknown run ignored", slog.String("invocation_id", e.InvocationID))
+		return
+	}
+	m.runs = slices.Delete(m.runs, i, i+1)
+	m.counters.RunsDone++
+	state, blob, errInfo := e.State, e.ResultBlob, e.Error
+	switch state {
+	case wire.StateSucceeded:
+		errInfo = nil
+	case wire.StateKilled:
+		if m.cancelled {
+			errInfo = cancelledError()
+		}
+		blob = nil
+	case wire.StateFailed:
+		blob = nil
+	default:
+		m.log(slog.LevelWarn, "run finished in an unknown state; acked as failed",
+			slog.String("invocation_id", e.InvocationID), slog.String("state", state))
+		state, blob = wire.StateFailed, nil
+		if errInfo == nil {
+			errInfo = &wire.ErrorInfo{TypeName: wire.ErrTypeDaemon, Message: "runner reported state " + strconv.Quote(e.State)}
+		}
+	}
+	m.ack(e.InvocationID, state, blob, errInfo)
+	m.released(now)
+	// Only an exec's end wakes a parked poll; a run's end sends a poll
+	// only if the loop had stopped for want of a permit.
+	m.pollIfReady(now)
+	m.checkDrained()
+}
+
+// released starts held work now that a permit is free. A completing
+// invocation also restarts the idle clock.
+func (m *Machine) released(now time.Time) {
+	m.stopIdle()
+	for len(m.held) > 0 && m.permitFree() && !m.cancelled {
+		h := m.held[0]
+		m.held = slices.Delete(m.held, 0, 1)
+		if h.isExec {
+			m.startExec(h.commandID, h.exec)
+		} else {
+			m.startRun(now, h.commandID, h.kind, h.run)
+		}
+	}
+}
+
+func (m *Machine) onPosted(now time.Time, what, id string, err error, failed *uint64) {
+	if m.postsPending == 0 {
+		m.log(slog.LevelWarn, what+" posted but none was pending", slog.String("id", id))
+		return
+	}
+	m.postsPending--
+	if err != nil {
+		// Ack failures are logged and dropped; they never reach the loop.
+		*failed++
+		m.log(slog.LevelWarn, what+" not delivered", slog.String("id", id), slog.String("error", err.Error()))
+	}
+	m.checkDrained()
+}
+
+func (m *Machine) ack(invocationID, state string, blob []byte, errInfo *wire.ErrorInfo) {
+	m.postsPending++
+	m.emit(PostAck{Ack: wire.Ack{
+		InvocationID: invocationID,
+		State:        state,
+		ResultBlob:   wire.Blob(blob),
+		Error:        errInfo,
+		WorkerID:     m.workerID,
+	}})
+}
+
+func (m *Machine) postExecResult(execID string, r wire.ExecResult) {
+	m.postsPending++
+	m.emit(PostExecResult{ExecID: execID, Result: r})
+}
+
+// answerExecUnstarted posts the result of an exec that never ran: exit
+// code -1 is the spec's "cancellation at shutdown".
+func (m *Machine) answerExecUnstarted(execID, why string) {
+	m.countExec(wire.ExitSpawnFailed)
+	m.postExecResult(execID, wire.ExecResult{ExitCode: wire.ExitSpawnFailed, Error: &why})
+}
+
+func cancelledError() *wire.ErrorInfo {
+	return &wire.ErrorInfo{TypeName: wire.ErrTypeCancelled, Message: wire.CancelledMessage}
+}
+
+// ---------------------------------------------------------------- idle policy
+
+// startIdle runs when a poll returned no commands: the idle clock starts
+// only if nothing is in flight either, and keeps running across further
+// empty polls.
+func (m *Machine) startIdle(now time.Time) {
+	if m.cfg.KeepAliveS < 0 || !m.idleSince.IsZero() || m.busy() || m.draining {
+		return
+	}
+	m.idleSince = now
+	if m.cfg.KeepAliveS == 0 {
+		m.drain(now, "idle (keep_alive_s = 0)")
+		return
+	}
+	m.setTimer(TimerIdle, now.Add(seconds(m.cfg.KeepAliveS)))
+}
+
+func (m *Machine) stopIdle() {
+	m.idleSince = time.Time{}
+	m.cancelTimer(TimerIdle)
+}
+
+// busy: anything started, held or queued.
+func (m *Machine) busy() bool {
+	return len(m.execs) > 0 || len(m.runs) > 0 || len(m.held) > 0 || len(m.setups) > 0 || m.setup != nil
+}
