@@ -1,0 +1,80 @@
+package plane
+
+import "time"
+
+// Effect is one output of Step: Persist, Reply or Park. Within one Step's
+// effects, a Persist always comes first, and the host must have applied it
+// durably before it sends any Reply of the same Step: a reply never
+// promises what a crash could lose.
+type Effect interface {
+	effect()
+}
+
+// Persist asks the host to store a batch of record mutations atomically.
+// If the store fails, the host must not send this Step's replies as
+// successes; it answers them with 503 and rebuilds the plane from the
+// store (Restore), so memory never runs ahead of disk.
+type Persist struct {
+	Batch Batch
+}
+
+// Reply answers request Req. The host encodes Body for the route's wire:
+// msgpack for daemon routes (JSON when the request was JSON), JSON for
+// operator routes. Body is one of: wire.HelloResponse, wire.PollResponse,
+// wire.ValidationError, ErrorBody, OK, LogsRange, or an operator type
+// (operator.Worker, []operator.Worker, operator.ExecAccepted,
+// operator.CommandAccepted, operator.ExecStatus, operator.Invocation,
+// []operator.Invocation).
+type Reply struct {
+	Req    RequestID
+	Status int
+	Body   any
+}
+
+// Park tells the host request Req stays open until the plane replies to it
+// or Until passes; at Until the host sends PollDeadline{Req}. Parked
+// requests are polls and log waits.
+type Park struct {
+	Req   RequestID
+	Until time.Time
+}
+
+func (Persist) effect() {}
+func (Reply) effect()   {}
+func (Park) effect()    {}
+
+// ErrorBody is the {error} body of a 4xx answer: msgpack on daemon routes
+// ({error: "unknown_worker"}), operator.Error's shape on operator routes.
+type ErrorBody struct {
+	Error string `msg:"error" json:"error"`
+}
+
+// OK is an empty success body ({} on the wire).
+type OK struct{}
+
+// LogsRange answers a WaitLogs: the host reads bytes [Offset, End) of the
+// exec's chunks from its store and sends an operator.LogsPage with Done
+// set when Finished and the page reaches End.
+type LogsRange struct {
+	ExecID   string
+	Offset   int64
+	End      int64
+	Finished bool
+}
+
+// Error strings of daemon-route 4xx bodies.
+const (
+	ErrUnknownWorker     = "unknown_worker"
+	ErrUnknownExec       = "unknown_exec"
+	ErrUnknownInvocation = "unknown_invocation"
+)
+
+// HTTP statuses the plane answers with. The plane does not import net/http;
+// these are the numbers.
+const (
+	StatusOK                  = 200
+	StatusBadRequest          = 400
+	StatusNotFound            = 404
+	StatusConflict            = 409
+	StatusUnprocessableEntity = 422
+)

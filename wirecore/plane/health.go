@@ -1,0 +1,96 @@
+package plane
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/nymphd/nymph/wirecore/wire"
+)
+
+func (p *Plane) onTick(now time.Time) {
+	for _, req := range p.parkedFor(parkPoll) {
+		if !p.parked[req].until.After(now) {
+			p.onDeadline(now, req)
+		}
+	}
+	for _, req := range p.parkedFor(parkLogs) {
+		if !p.parked[req].until.After(now) {
+			p.onDeadline(now, req)
+		}
+	}
+	for _, id := range p.workerOrder {
+		w := p.workers[id]
+		if p.isLost(w, now) {
+			p.markLost(w, now)
+		}
+	}
+	p.expireUnreported(now)
+}
+
+// isLost: a worker that has not polled for LostAfter is lost. A parked
+// poll is a sign of life, a hibernating worker is excused until its wake
+// time, and a restart of the plane restarts everyone's window.
+func (p *Plane) isLost(w *worker, now time.Time) bool {
+	if w.rec.State == WorkerLost || w.hasPoll {
+		return false
+	}
+	since := w.rec.LastSeen
+	if p.restoredAt.After(since) {
+		since = p.restoredAt
+	}
+	if w.rec.State == WorkerHibernating && w.rec.HibernateUntil.After(since) {
+		since = w.rec.HibernateUntil
+	}
+	return now.Sub(since) > p.cfg.LostAfter
+}
+
+// markLost fails the worker's running invocations; its undelivered
+// commands stay queued for when it returns.
+func (p *Plane) markLost(w *worker, now time.Time) {
+	w.rec.State = WorkerLost
+	p.putWorker(w)
+	for _, id := range p.runningIDs() {
+		inv := p.invocations[id]
+		if inv.WorkerID == w.ID() {
+			p.failLost(inv, now, fmt.Sprintf("worker %s stopped polling", w.ID()))
+		}
+	}
+}
+
+// expireUnreported fails running invocations whose worker keeps polling
+// but has not listed them for LostAfter: the daemon no longer has them.
+func (p *Plane) expireUnreported(now time.Time) {
+	for _, id := range p.runningIDs() {
+		inv := p.invocations[id]
+		w := p.workers[inv.WorkerID]
+		if w == nil || w.rec.State == WorkerLost {
+			continue
+		}
+		since := p.alive[id]
+		if p.restoredAt.After(since) {
+			since = p.restoredAt
+		}
+		if now.Sub(since) > p.cfg.LostAfter {
+			p.failLost(inv, now, fmt.Sprintf("worker %s stopped reporting the invocation", w.ID()))
+		}
+	}
+}
+
+func (p *Plane) failLost(inv *InvocationRecord, now time.Time, msg string) {
+	inv.State = InvocationFailed
+	inv.Error = &wire.ErrorInfo{TypeName: wire.ErrTypeWorkerLost, Message: msg}
+	inv.FinishedAt = now
+	delete(p.alive, inv.ID)
+	p.putInvocation(inv)
+}
+
+// runningIDs lists running invocations, oldest id first.
+func (p *Plane) runningIDs() []string {
+	ids := make([]string, 0, len(p.alive))
+	for id := range p.alive {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}

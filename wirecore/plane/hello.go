@@ -1,0 +1,198 @@
+package plane
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/nymphd/nymph/wirecore/wire"
+	"github.com/tinylib/msgp/msgp"
+)
+
+// helloRequired lists the keys a hello must carry, as dotted paths, in the
+// order they are checked.
+var helloRequired = [...]string{
+	"machine_id", "label", "tags", "capabilities.runners", "versions.daemon", "versions.protocol",
+}
+
+// MissingHelloField reports the first required key absent from a raw
+// hello body, as a dotted path ("capabilities.runners"); "" when all are
+// present. Absent means the key is not in the map: a decoded struct cannot
+// tell an absent key from an empty value, so this reads the raw map. When
+// a parent object is itself absent, its own name is reported
+// ("capabilities"). A body that is not a map is an error.
+func MissingHelloField(raw []byte) (string, error) {
+	top, err := mapKeys(raw)
+	if err != nil {
+		return "", fmt.Errorf("plane: hello body: %w", err)
+	}
+	for _, path := range helloRequired {
+		parent, child, nested := cutDot(path)
+		v, ok := top[parent]
+		if !ok {
+			return parent, nil
+		}
+		if !nested {
+			continue
+		}
+		inner, err := mapKeys(v)
+		if err != nil {
+			return "", fmt.Errorf("plane: hello %s: %w", parent, err)
+		}
+		if _, ok := inner[child]; !ok {
+			return path, nil
+		}
+	}
+	return "", nil
+}
+
+func cutDot(path string) (string, string, bool) {
+	for i := 0; i < len(path); i++ {
+		if path[i] == '.' {
+			return path[:i], path[i+1:], true
+		}
+	}
+	return path, "", false
+}
+
+// mapKeys indexes the top-level keys of a msgpack map to their raw values.
+func mapKeys(b []byte) (map[string][]byte, error) {
+	n, rest, err := msgp.ReadMapHeaderBytes(b)
+	if err != nil {
+		return nil, err
+	}
+	keys := make(map[string][]byte, n)
+	for ; n > 0; n-- {
+		var k []byte
+		k, rest, err = msgp.ReadMapKeyZC(rest)
+		if err != nil {
+			return nil, err
+		}
+		after, err := msgp.Skip(rest)
+		if err != nil {
+			return nil, err
+		}
+		keys[string(k)] = rest[:len(rest)-len(after)]
+		rest = after
+	}
+	return keys, nil
+}
+
+func (p *Plane) onHello(e Hello) {
+	if e.Missing != "" {
+		p.reply(e.Req, StatusUnprocessableEntity, wire.ValidationError{Error: "missing_field", Field: e.Missing})
+		return
+	}
+	h := &e.Body
+	if h.Versions.Protocol == nil || *h.Versions.Protocol != wire.ProtocolVersion {
+		got := "null"
+		if h.Versions.Protocol != nil {
+			got = fmt.Sprintf("%q", *h.Versions.Protocol)
+		}
+		resp := p.helloResponse(e, nil)
+		resp.Reject = &wire.Reject{
+			Code:    wire.RejectProtocolMismatch,
+			Message: fmt.Sprintf("protocol %s is not supported; this control plane speaks %q", got, wire.ProtocolVersion),
+		}
+		p.reply(e.Req, StatusOK, resp)
+		return
+	}
+	w := p.admit(e)
+	id := w.rec.ID
+	p.reply(e.Req, StatusOK, p.helloResponse(e, &id))
+}
+
+// admit creates the worker of a machine_id, or refreshes the one it has:
+// a daemon that restarts keeps its worker id, its queued commands and its
+// setup FIFO.
+func (p *Plane) admit(e Hello) *worker {
+	h := &e.Body
+	w := p.workers[p.byMachine[h.MachineID]]
+	if w != nil {
+		p.forgetInFlight(w, e.Now)
+	}
+	if w == nil {
+		id := p.newWorkerID(e.Now)
+		w = &worker{rec: WorkerRecord{ID: id, MachineID: h.MachineID, CreatedAt: e.Now, State: WorkerActive}}
+		p.workers[id] = w
+		p.workerOrder = append(p.workerOrder, id)
+		p.byMachine[h.MachineID] = id
+	}
+	r := &w.rec
+	r.Label = h.Label
+	if r.Label == "" {
+		r.Label = r.ID
+	}
+	r.Tags = slices.Clone(h.Tags)
+	r.Queues = slices.Clone(h.Lanes)
+	r.Capabilities = h.Capabilities
+	r.Capabilities.Runners = slices.Clone(h.Capabilities.Runners)
+	r.Versions = h.Versions
+	r.PublicKey = h.PublicKey
+	r.LastSeen = e.Now
+	r.HibernateUntil = time.Time{}
+	if r.TargetVersion != "" && h.Versions.Daemon != nil && *h.Versions.Daemon == r.TargetVersion {
+		r.TargetVersion = ""
+	}
+	// A restarted daemon has forgotten setups it had not acked, and its
+	// hello carries freshly detected capabilities: only the FIFO counts.
+	r.SetupsInFlight = nil
+	r.AwaitingCapabilities = false
+	r.State = p.settledState(w)
+	p.putWorker(w)
+	return w
+}
+
+func (p *Plane) helloResponse(e Hello, workerID *string) wire.HelloResponse {
+	token := p.newULID(e.Now)
+	now := wire.Float(float64(e.Now.UnixMicro()) / 1e6)
+	return wire.HelloResponse{
+		WorkerID:           workerID,
+		SessionToken:       &token,
+		SessionTTLS:        SessionTTLS,
+		Config:             map[string]msgp.Raw{},
+		KeyRotationMaxAgeS: wire.Float(p.cfg.KeyRotationMaxAgeS),
+		ServerTimeEpochS:   &now,
+	}
+}
+
+// settledState is the state of a worker that is polling (or just said
+// hello): setting_up while its setup FIFO is not drained, a setup is in
+// flight, or refreshed capabilities are awaited; active otherwise.
+func (p *Plane) settledState(w *worker) string {
+	if w.rec.AwaitingCapabilities || len(w.rec.SetupsInFlight) > 0 {
+		return WorkerSettingUp
+	}
+	for i := range w.pending {
+		if w.pending[i].Kind == wire.KindSetup {
+			return WorkerSettingUp
+		}
+	}
+	return WorkerActive
+}
+
+// ExitWorkerRestarted is the exit code recorded for an exec its daemon
+// lost by restarting: the spawn-failure sentinel, as for a cancellation.
+const ExitWorkerRestarted = wire.ExitSpawnFailed
+
+// forgetInFlight ends what a worker had in flight when it says hello
+// again: a hello starts a new daemon process, which has none of the old
+// one's runs or execs (a daemon that drains acks everything before it
+// exits, so this only catches crashes). A run is failed as WorkerLost and
+// an exec gets a result with exit code -1, so nobody waits forever.
+func (p *Plane) forgetInFlight(w *worker, now time.Time) {
+	for _, id := range p.runningIDs() {
+		if inv := p.invocations[id]; inv.WorkerID == w.ID() {
+			p.failLost(inv, now, fmt.Sprintf("worker %s restarted before the invocation finished", w.ID()))
+		}
+	}
+	ids := make([]string, 0, len(w.openExecs))
+	for id := range w.openExecs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		msg := "worker restarted before the exec finished"
+		p.finishExec(p.execs[id], &wire.ExecResult{ExitCode: ExitWorkerRestarted, Error: &msg}, now)
+	}
+}

@@ -1,0 +1,376 @@
+package plane
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nymphd/nymph/wirecore/operator"
+	"github.com/nymphd/nymph/wirecore/wire"
+	"github.com/tinylib/msgp/msgp"
+)
+
+// Defaults of a streamed exec's LogSink.
+const (
+	DefaultFlushMS    = 200
+	DefaultFlushBytes = 64 << 10
+)
+
+// MaxLogWait caps the wait_s of a logs request.
+const MaxLogWait = 60 * time.Second
+
+// ChunkPath is the path of an exec's log chunk route.
+func ChunkPath(execID string) string { return "/v1/daemon/exec/" + execID + "/chunk" }
+
+// ResultPath is the path of an exec's result route.
+func ResultPath(execID string) string { return "/v1/daemon/exec/" + execID + "/result" }
+
+func (p *Plane) opError(req RequestID, status int, format string, args ...any) {
+	p.reply(req, status, operator.Error{Error: fmt.Sprintf(format, args...)})
+}
+
+// target finds the worker an operator request names, or answers 404.
+func (p *Plane) target(req RequestID, id string) *worker {
+	w := p.workers[id]
+	if w == nil {
+		p.opError(req, StatusNotFound, "unknown worker %q", id)
+	}
+	return w
+}
+
+func (p *Plane) onListWorkers(e ListWorkers) {
+	running := p.runningPerWorker()
+	out := make([]operator.Worker, 0, len(p.workerOrder))
+	for _, id := range p.workerOrder {
+		out = append(out, workerView(p.workers[id], running[id]))
+	}
+	p.reply(e.Req, StatusOK, out)
+}
+
+func (p *Plane) onGetWorker(e GetWorker) {
+	if w := p.target(e.Req, e.WorkerID); w != nil {
+		p.reply(e.Req, StatusOK, workerView(w, p.runningPerWorker()[w.ID()]))
+	}
+}
+
+func (p *Plane) runningPerWorker() map[string]int {
+	n := map[string]int{}
+	for id := range p.alive {
+		n[p.invocations[id].WorkerID]++
+	}
+	return n
+}
+
+// enqueue appends a command to w's queue, persists it, and wakes w's
+// parked poll.
+func (p *Plane) enqueue(w *worker, kind string, body []byte, now time.Time, fill func(*CommandRecord)) CommandRecord {
+	c := CommandRecord{ID: p.newULID(now), WorkerID: w.ID(), Seq: p.nextSeq(), Kind: kind, Body: body, CreatedAt: now}
+	if fill != nil {
+		fill(&c)
+	}
+	w.pending = append(w.pending, c)
+	p.putCommand(c)
+	return c
+}
+
+func (p *Plane) onEnqueueExec(e EnqueueExec) {
+	w := p.target(e.Req, e.WorkerID)
+	if w == nil {
+		return
+	}
+	r := &e.Body
+	if r.Command == "" {
+		p.opError(e.Req, StatusBadRequest, "exec: command is required")
+		return
+	}
+	body := wire.Exec{ExecID: p.newExecID(), Command: r.Command, Env: r.Env, Stdin: r.Stdin, Workdir: r.Workdir}
+	if r.TimeoutS != nil {
+		t := wire.Float(*r.TimeoutS)
+		body.TimeoutS = &t
+	}
+	if r.Stream {
+		body.Log = &wire.LogSink{
+			StdoutURL:  p.cfg.ChunkURLBase + ChunkPath(body.ExecID),
+			FlushMS:    wire.Int(cmp0(r.FlushMS, DefaultFlushMS)),
+			FlushBytes: wire.Int(cmp0(r.FlushBytes, DefaultFlushBytes)),
+		}
+	}
+	raw, _ := body.MarshalMsg(nil)
+	c := p.enqueue(w, wire.KindExec, raw, e.Now, func(c *CommandRecord) { c.ExecID = body.ExecID })
+	ex := &ExecRecord{ExecID: body.ExecID, CommandID: c.ID, WorkerID: w.ID(), State: ExecQueued, Stream: r.Stream, CreatedAt: e.Now}
+	p.execs[ex.ExecID] = ex
+	p.putExec(ex)
+	p.wakeWorker(w, e.Now)
+	p.reply(e.Req, StatusOK, operator.ExecAccepted{ExecID: ex.ExecID, CommandID: c.ID})
+}
+
+func cmp0(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+func (p *Plane) onEnqueueSetup(e EnqueueSetup) {
+	w := p.target(e.Req, e.WorkerID)
+	if w == nil {
+		return
+	}
+	r := &e.Body
+	if r.Script == "" {
+		p.opError(e.Req, StatusBadRequest, "setup: script is required")
+		return
+	}
+	body := wire.Setup{Script: r.Script, Sudo: r.Sudo, RefreshCapabilities: r.RefreshCapabilities}
+	if r.Name != "" {
+		body.Name = &r.Name
+	}
+	raw, _ := body.MarshalMsg(nil)
+	c := p.enqueue(w, wire.KindSetup, raw, e.Now, func(c *CommandRecord) { c.Refresh = r.RefreshCapabilities })
+	if w.rec.State == WorkerActive {
+		w.rec.State = WorkerSettingUp
+		p.putWorker(w)
+	}
+	p.wakeWorker(w, e.Now)
+	p.reply(e.Req, StatusOK, operator.CommandAccepted{CommandID: c.ID, WorkerID: w.ID()})
+}
+
+func (p *Plane) onEnqueueHibernate(e EnqueueHibernate) {
+	w := p.target(e.Req, e.WorkerID)
+	if w == nil {
+		return
+	}
+	if e.Body.UntilEpochS <= 0 {
+		p.opError(e.Req, StatusBadRequest, "hibernate: until_epoch_s is required")
+		return
+	}
+	raw, _ := (&wire.Hibernate{UntilEpochS: wire.Float(e.Body.UntilEpochS)}).MarshalMsg(nil)
+	p.enqueueSimple(e.Req, w, wire.KindHibernate, raw, e.Now)
+}
+
+func (p *Plane) onEnqueueReset(e EnqueueReset) {
+	if w := p.target(e.Req, e.WorkerID); w != nil {
+		p.enqueueSimple(e.Req, w, wire.KindResetBackoff, msgp.AppendNil(nil), e.Now)
+	}
+}
+
+func (p *Plane) onEnqueueRotateKey(e EnqueueRotateKey) {
+	if w := p.target(e.Req, e.WorkerID); w != nil {
+		p.enqueueSimple(e.Req, w, wire.KindRotateKey, msgp.AppendNil(nil), e.Now)
+	}
+}
+
+func (p *Plane) onEnqueueUpdate(e EnqueueUpdate) {
+	w := p.target(e.Req, e.WorkerID)
+	if w == nil {
+		return
+	}
+	r := &e.Body
+	switch {
+	case r.Version == "" || r.URL == "":
+		p.opError(e.Req, StatusBadRequest, "update: version and url are required")
+		return
+	case !isSHA256Hex(r.SHA256):
+		p.opError(e.Req, StatusBadRequest, "update: sha256 must be 64 hex digits")
+		return
+	}
+	raw, _ := (&wire.OTAUpdate{Version: r.Version, URL: r.URL, SHA256: strings.ToLower(r.SHA256)}).MarshalMsg(nil)
+	w.rec.TargetVersion = r.Version
+	p.putWorker(w)
+	p.enqueueSimple(e.Req, w, wire.KindOTAUpdate, raw, e.Now)
+}
+
+func isSHA256Hex(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i] | 0x20
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *Plane) enqueueSimple(req RequestID, w *worker, kind string, body []byte, now time.Time) {
+	c := p.enqueue(w, kind, body, now, nil)
+	p.wakeWorker(w, now)
+	p.reply(req, StatusOK, operator.CommandAccepted{CommandID: c.ID, WorkerID: w.ID()})
+}
+
+func (p *Plane) onGetExec(e GetExec) {
+	ex := p.execs[e.ExecID]
+	if ex == nil {
+		p.opError(e.Req, StatusNotFound, "unknown exec %q", e.ExecID)
+		return
+	}
+	p.reply(e.Req, StatusOK, operator.ExecStatus{ExecID: ex.ExecID, WorkerID: ex.WorkerID, State: ex.State, Result: ex.Result})
+}
+
+func (p *Plane) onWaitLogs(e WaitLogs) {
+	ex := p.execs[e.ExecID]
+	if ex == nil {
+		p.opError(e.Req, StatusNotFound, "unknown exec %q", e.ExecID)
+		return
+	}
+	if e.Offset < 0 {
+		p.opError(e.Req, StatusBadRequest, "logs: offset must not be negative")
+		return
+	}
+	wait := min(time.Duration(e.WaitS*float64(time.Second)), MaxLogWait)
+	if ex.LogSize > e.Offset || ex.State == ExecFinished || wait <= 0 {
+		p.replyLogs(e.Req, ex, e.Offset)
+		return
+	}
+	until := e.Now.Add(wait)
+	p.parked[e.Req] = &parked{kind: parkLogs, until: until, execID: ex.ExecID, offset: e.Offset}
+	p.logWaits[ex.ExecID] = append(p.logWaits[ex.ExecID], e.Req)
+	p.park(e.Req, until)
+}
+
+func (p *Plane) onListInvocations(e ListInvocations) {
+	out := make([]operator.Invocation, 0, len(p.invOrder))
+	for _, id := range p.invOrder {
+		out = append(out, invocationView(p.invocations[id]))
+	}
+	p.reply(e.Req, StatusOK, out)
+}
+
+func (p *Plane) onGetInvocation(e GetInvocation) {
+	inv := p.invocations[e.InvocationID]
+	if inv == nil {
+		p.opError(e.Req, StatusNotFound, "unknown invocation %q", e.InvocationID)
+		return
+	}
+	p.reply(e.Req, StatusOK, invocationView(inv))
+}
+
+func (p *Plane) onEnqueueRun(e EnqueueRun) {
+	r := &e.Body
+	if r.Function.Module == "" && r.Script == nil {
+		p.opError(e.Req, StatusBadRequest, "run: function.module or script is required")
+		return
+	}
+	queue := r.Queue
+	if queue == "" {
+		queue = DefaultQueue
+	}
+	if strings.HasSuffix(queue, "*") {
+		p.opError(e.Req, StatusBadRequest, "run: queue %q: a run is queued on one queue, not a pattern", queue)
+		return
+	}
+	inv := &InvocationRecord{
+		ID:           p.newULID(e.Now),
+		Seq:          p.nextSeq(),
+		Queue:        queue,
+		Function:     r.Function,
+		RunConfig:    r.RunConfig,
+		ArgsBlob:     slices.Clone(r.ArgsBlob),
+		RequiredTags: slices.Clone(r.RequiredTags),
+		Script:       r.Script,
+		AsUser:       r.AsUser,
+		State:        InvocationQueued,
+		CreatedAt:    e.Now,
+	}
+	if inv.ArgsBlob == nil {
+		inv.ArgsBlob = []byte{}
+	}
+	p.invocations[inv.ID] = inv
+	p.invOrder = append(p.invOrder, inv.ID)
+	p.queued = append(p.queued, inv)
+	p.putInvocation(inv)
+	p.wakeForRuns(e.Now)
+	p.reply(e.Req, StatusOK, invocationView(inv))
+}
+
+func (p *Plane) onKill(e Kill) {
+	inv := p.invocations[e.InvocationID]
+	switch {
+	case inv == nil:
+		p.opError(e.Req, StatusNotFound, "unknown invocation %q", e.InvocationID)
+	case inv.State == InvocationRunning:
+		p.opError(e.Req, StatusConflict, "invocation %s is running on worker %s: the protocol has no cancel command", inv.ID, inv.WorkerID)
+	case inv.State != InvocationQueued:
+		p.opError(e.Req, StatusConflict, "invocation %s already %s", inv.ID, inv.State)
+	default:
+		inv.State = InvocationKilled
+		inv.FinishedAt = e.Now
+		p.dequeue(inv.ID)
+		p.putInvocation(inv)
+		p.reply(e.Req, StatusOK, invocationView(inv))
+	}
+}
+
+// dequeue removes an invocation from the run queue, if it is there.
+func (p *Plane) dequeue(id string) {
+	if i := slices.IndexFunc(p.queued, func(r *InvocationRecord) bool { return r.ID == id }); i >= 0 {
+		p.queued = slices.Delete(p.queued, i, i+1)
+	}
+}
+
+func workerView(w *worker, running int) operator.Worker {
+	r := cloneWorker(w.rec)
+	return operator.Worker{
+		ID:              r.ID,
+		MachineID:       r.MachineID,
+		Label:           r.Label,
+		Tags:            nonNil(r.Tags),
+		Queues:          nonNil(r.Queues),
+		Capabilities:    r.Capabilities,
+		Versions:        versionsMap(&r.Versions),
+		State:           r.State,
+		LastSeenEpochS:  epochSeconds(r.LastSeen),
+		PendingCommands: len(w.pending),
+		Running:         running,
+	}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// versionsMap spells versions with their wire keys, nulls included.
+func versionsMap(v *wire.Versions) map[string]any {
+	str := func(s *string) any {
+		if s == nil {
+			return nil
+		}
+		return *s
+	}
+	m := map[string]any{
+		"daemon": str(v.Daemon), "protocol": str(v.Protocol), "runsc": str(v.Runsc),
+		"docker": str(v.Docker), "python": str(v.Python), "kernel": str(v.Kernel),
+		"distro": str(v.Distro), "arch": str(v.Arch), "cpu": nil, "gpu": nil,
+	}
+	if v.CPU != nil {
+		m["cpu"] = map[string]any{"model": v.CPU.Model, "cores": int64(v.CPU.Cores)}
+	}
+	if v.GPU != nil {
+		gpus := make([]any, 0, len(v.GPU))
+		for _, g := range v.GPU {
+			gpus = append(gpus, map[string]any{"name": g.Name, "driver": g.Driver, "cuda": str(g.CUDA)})
+		}
+		m["gpu"] = gpus
+	}
+	return m
+}
+
+func invocationView(r *InvocationRecord) operator.Invocation {
+	return operator.Invocation{
+		ID:             r.ID,
+		Queue:          r.Queue,
+		Runner:         r.RunConfig.Runner,
+		WorkerID:       r.WorkerID,
+		State:          r.State,
+		ResultBlob:     r.ResultBlob,
+		Error:          r.Error,
+		CreatedEpochS:  epochSeconds(r.CreatedAt),
+		StartedEpochS:  epochSeconds(r.StartedAt),
+		FinishedEpochS: epochSeconds(r.FinishedAt),
+	}
+}

@@ -1,0 +1,307 @@
+package plane
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+)
+
+// Config holds the plane's policy and its entropy source.
+type Config struct {
+	// Entropy supplies the random bytes of every id (worker ids, command
+	// ids, exec ids, invocation ids, session tokens). Hosts pass
+	// crypto/rand.Reader; tests pass a deterministic reader. Required.
+	Entropy io.Reader
+	// PollCap caps a poll's timeout_s (default 20 s).
+	PollCap time.Duration
+	// LostAfter is how long a worker may go without polling before it is
+	// lost (default 3 × PollCap).
+	LostAfter time.Duration
+	// ChunkURLBase prefixes the stdout_url handed to streamed execs
+	// ("http://127.0.0.1:8383"); empty hands out the bare path, which a
+	// daemon resolves against its server URL and a relay can carry.
+	ChunkURLBase string
+	// TargetVersion, when set, is sent as target_nymph_version to every
+	// worker whose versions.daemon differs (a per-worker update wins).
+	TargetVersion string
+	// KeyRotationMaxAgeS is the advisory key_rotation_max_age_s of hello.
+	KeyRotationMaxAgeS float64
+}
+
+// SessionTTLS is the session_ttl_s of every hello response.
+const SessionTTLS = 86400
+
+// persistSeenEvery bounds how stale a stored LastSeen may be: polls move
+// LastSeen in memory and only every so often in the store, so an idle
+// fleet does not write on every poll.
+const persistSeenEvery = 15 * time.Second
+
+// Plane is the control-plane state machine. It is not safe for concurrent
+// use: one owner steps it.
+type Plane struct {
+	cfg Config
+	seq uint64
+
+	workers     map[string]*worker
+	workerOrder []string          // creation order, for stable listings
+	byMachine   map[string]string // machine_id → worker id
+
+	invocations map[string]*InvocationRecord
+	invOrder    []string
+	// queued holds queued invocations oldest first.
+	queued []*InvocationRecord
+	// alive is when each running invocation was last reported by its worker.
+	alive map[string]time.Time
+
+	execs map[string]*ExecRecord
+
+	parked map[RequestID]*parked
+	// pollOrder lists parked polls in the order they parked (entries of
+	// polls answered since are skipped and compacted lazily).
+	pollOrder []RequestID
+	// logWaits lists parked log waits by exec id.
+	logWaits map[string][]RequestID
+
+	// restoredAt gives every restored worker a fresh LostAfter window:
+	// daemons cannot poll a server that was down.
+	restoredAt time.Time
+
+	batch   Batch
+	replies []Effect
+	out     []Effect
+}
+
+// worker is a WorkerRecord plus what only lives in memory.
+type worker struct {
+	rec WorkerRecord
+	// pending are the worker's undelivered commands, oldest first.
+	pending []CommandRecord
+	// poll is the worker's parked poll, when hasPoll.
+	poll    RequestID
+	hasPoll bool
+	// persistedSeen is the LastSeen the store holds.
+	persistedSeen time.Time
+	// lastReply is the request of the last poll reply that carried
+	// commands, and lastSent those commands, so an Undelivered can put
+	// them back.
+	lastReply RequestID
+	lastSent  []CommandRecord
+	// openExecs are the worker's delivered execs without a result.
+	openExecs map[string]struct{}
+}
+
+type parkKind int
+
+const (
+	parkPoll parkKind = iota + 1
+	parkLogs
+)
+
+// parked is one open request the plane will answer later.
+type parked struct {
+	kind     parkKind
+	until    time.Time
+	workerID string
+	queue    string // poll: the queue the poll asked for
+	execID   string // logs
+	offset   int64  // logs
+}
+
+// New returns an empty plane.
+func New(cfg Config) *Plane {
+	p, err := Restore(cfg, Snapshot{}, time.Time{})
+	if err != nil {
+		panic(fmt.Sprintf("plane: restore of an empty snapshot: %v", err)) // unreachable
+	}
+	return p
+}
+
+// Restore rebuilds a plane from the records a store kept. now starts every
+// worker's health window afresh. Parked requests are not restored: their
+// daemons retry against the new process.
+func Restore(cfg Config, snap Snapshot, now time.Time) (*Plane, error) {
+	if cfg.PollCap <= 0 {
+		cfg.PollCap = 20 * time.Second
+	}
+	if cfg.LostAfter <= 0 {
+		cfg.LostAfter = 3 * cfg.PollCap
+	}
+	p := &Plane{
+		cfg:         cfg,
+		workers:     make(map[string]*worker, len(snap.Workers)),
+		byMachine:   make(map[string]string, len(snap.Workers)),
+		invocations: make(map[string]*InvocationRecord, len(snap.Invocations)),
+		alive:       make(map[string]time.Time),
+		execs:       make(map[string]*ExecRecord, len(snap.Execs)),
+		parked:      make(map[RequestID]*parked),
+		logWaits:    make(map[string][]RequestID),
+		restoredAt:  now,
+	}
+	ws := slices.Clone(snap.Workers)
+	slices.SortFunc(ws, func(a, b WorkerRecord) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	for _, r := range ws {
+		if r.ID == "" {
+			return nil, fmt.Errorf("plane: restore: worker record without id")
+		}
+		p.workers[r.ID] = &worker{rec: r, persistedSeen: r.LastSeen}
+		p.workerOrder = append(p.workerOrder, r.ID)
+		p.byMachine[r.MachineID] = r.ID
+	}
+	cmds := slices.Clone(snap.Commands)
+	slices.SortFunc(cmds, func(a, b CommandRecord) int { return cmp.Compare(a.Seq, b.Seq) })
+	for _, c := range cmds {
+		w := p.workers[c.WorkerID]
+		if w == nil {
+			return nil, fmt.Errorf("plane: restore: command %s names unknown worker %s", c.ID, c.WorkerID)
+		}
+		w.pending = append(w.pending, c)
+		p.seq = max(p.seq, c.Seq)
+	}
+	invs := slices.Clone(snap.Invocations)
+	slices.SortFunc(invs, func(a, b InvocationRecord) int { return cmp.Compare(a.Seq, b.Seq) })
+	for i := range invs {
+		r := invs[i]
+		p.invocations[r.ID] = &r
+		p.invOrder = append(p.invOrder, r.ID)
+		p.seq = max(p.seq, r.Seq)
+		switch r.State {
+		case InvocationQueued:
+			p.queued = append(p.queued, &r)
+		case InvocationRunning:
+			p.alive[r.ID] = now
+		}
+	}
+	for i := range snap.Execs {
+		r := snap.Execs[i]
+		p.execs[r.ExecID] = &r
+		if w := p.workers[r.WorkerID]; w != nil && r.State == ExecDelivered {
+			w.openExec(r.ExecID, true)
+		}
+	}
+	return p, nil
+}
+
+// Snapshot returns every record the plane holds, as a store would after
+// applying every Batch so far (chunk bytes excepted). LastSeen is the
+// in-memory value, which may be newer than the stored one.
+func (p *Plane) Snapshot() Snapshot {
+	var s Snapshot
+	for _, id := range p.workerOrder {
+		w := p.workers[id]
+		s.Workers = append(s.Workers, cloneWorker(w.rec))
+		s.Commands = append(s.Commands, w.pending...)
+	}
+	for _, id := range p.invOrder {
+		s.Invocations = append(s.Invocations, *p.invocations[id])
+	}
+	ids := make([]string, 0, len(p.execs))
+	for id := range p.execs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		s.Execs = append(s.Execs, *p.execs[id])
+	}
+	return s
+}
+
+// Step applies one event and returns its effects: at most one Persist,
+// first, then Replies and Parks. The returned slice and the Batch in it
+// are valid until the next Step.
+func (p *Plane) Step(ev Event) []Effect {
+	p.batch = Batch{}
+	p.replies = p.replies[:0]
+	p.dispatch(ev)
+	p.out = p.out[:0]
+	if !p.batch.Empty() {
+		p.out = append(p.out, Persist{Batch: p.batch})
+	}
+	p.out = append(p.out, p.replies...)
+	return p.out
+}
+
+// Parked counts the requests the plane holds open (polls and log waits).
+func (p *Plane) Parked() int { return len(p.parked) }
+
+func (p *Plane) reply(req RequestID, status int, body any) {
+	p.replies = append(p.replies, Reply{Req: req, Status: status, Body: body})
+}
+
+func (p *Plane) park(req RequestID, until time.Time) {
+	p.replies = append(p.replies, Park{Req: req, Until: until})
+}
+
+func (p *Plane) dispatch(ev Event) {
+	switch e := ev.(type) {
+	case Hello:
+		p.onHello(e)
+	case Poll:
+		p.onPoll(e)
+	case PollDeadline:
+		p.onDeadline(e.Now, e.Req)
+	case Gone:
+		p.onGone(e.Req)
+	case Undelivered:
+		p.onUndelivered(e)
+	case Ack:
+		p.onAck(e)
+	case ExecResult:
+		p.onExecResult(e)
+	case Chunk:
+		p.onChunk(e)
+	case Tick:
+		p.onTick(e.Now)
+	case ListWorkers:
+		p.onListWorkers(e)
+	case GetWorker:
+		p.onGetWorker(e)
+	case EnqueueExec:
+		p.onEnqueueExec(e)
+	case EnqueueSetup:
+		p.onEnqueueSetup(e)
+	case EnqueueHibernate:
+		p.onEnqueueHibernate(e)
+	case EnqueueReset:
+		p.onEnqueueReset(e)
+	case EnqueueUpdate:
+		p.onEnqueueUpdate(e)
+	case EnqueueRotateKey:
+		p.onEnqueueRotateKey(e)
+	case GetExec:
+		p.onGetExec(e)
+	case WaitLogs:
+		p.onWaitLogs(e)
+	case ListInvocations:
+		p.onListInvocations(e)
+	case GetInvocation:
+		p.onGetInvocation(e)
+	case EnqueueRun:
+		p.onEnqueueRun(e)
+	case Kill:
+		p.onKill(e)
+	}
+}
+
+func cloneWorker(r WorkerRecord) WorkerRecord {
+	r.Tags = slices.Clone(r.Tags)
+	r.Queues = slices.Clone(r.Queues)
+	r.SetupsInFlight = slices.Clone(r.SetupsInFlight)
+	r.Capabilities.Runners = slices.Clone(r.Capabilities.Runners)
+	return r
+}
+
+// openExec tracks a delivered exec (open) until its result (closed).
+func (w *worker) openExec(id string, open bool) {
+	if !open {
+		delete(w.openExecs, id)
+		return
+	}
+	if w.openExecs == nil {
+		w.openExecs = map[string]struct{}{}
+	}
+	w.openExecs[id] = struct{}{}
+}

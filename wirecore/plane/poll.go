@@ -1,0 +1,470 @@
+package plane
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nymphd/nymph/wirecore/wire"
+)
+
+// DefaultQueue is the queue of a poll that names none and of a run request
+// that names none.
+const DefaultQueue = "default"
+
+func (p *Plane) onPoll(e Poll) {
+	w := p.workers[e.Body.WorkerID]
+	if w == nil {
+		p.reply(e.Req, StatusNotFound, ErrorBody{Error: ErrUnknownWorker})
+		return
+	}
+	if w.hasPoll {
+		// A daemon has one poll open at a time; an older one is a
+		// connection the daemon already gave up on.
+		old := w.poll
+		p.unpark(old)
+		p.replyPoll(old, w, nil)
+	}
+	p.seen(w, e.Now)
+	p.keepAlive(w, e.Body.Invocations, e.Now)
+	if c := e.Body.UpdatedCapabilities; c != nil {
+		p.mergeCapabilities(w, c)
+	}
+	queue := e.Body.Queue
+	if queue == "" {
+		queue = DefaultQueue
+	}
+	cmds := p.takeCommands(w, queue, e.Now)
+	wait := min(time.Duration(float64(e.Body.TimeoutS)*float64(time.Second)), p.cfg.PollCap)
+	if len(cmds) > 0 || wait <= 0 {
+		p.replyPoll(e.Req, w, cmds)
+		return
+	}
+	until := e.Now.Add(wait)
+	w.poll, w.hasPoll = e.Req, true
+	p.parked[e.Req] = &parked{kind: parkPoll, until: until, workerID: w.ID(), queue: queue}
+	p.pollOrder = append(p.pollOrder, e.Req)
+	if len(p.pollOrder) > 2*len(p.parked)+64 {
+		p.compactPollOrder()
+	}
+	p.park(e.Req, until)
+}
+
+// ID is the worker's id.
+func (w *worker) ID() string { return w.rec.ID }
+
+// seen records a sign of life: a lost or hibernating worker that polls is
+// back.
+func (p *Plane) seen(w *worker, now time.Time) {
+	r := &w.rec
+	r.LastSeen = now
+	dirty := now.Sub(w.persistedSeen) >= persistSeenEvery
+	if r.State == WorkerLost || r.State == WorkerHibernating {
+		r.State = p.settledState(w)
+		r.HibernateUntil = time.Time{}
+		dirty = true
+	}
+	if dirty {
+		p.putWorker(w)
+	}
+}
+
+// keepAlive marks the worker's reported running invocations alive.
+func (p *Plane) keepAlive(w *worker, list []wire.InvocationStatus, now time.Time) {
+	for i := range list {
+		id := list[i].InvocationID
+		if inv := p.invocations[id]; inv != nil && inv.State == InvocationRunning && inv.WorkerID == w.ID() {
+			p.alive[id] = now
+		}
+	}
+}
+
+// mergeCapabilities takes a worker's refreshed capabilities: the refresh
+// setup it was waiting for is done.
+func (p *Plane) mergeCapabilities(w *worker, c *wire.Capabilities) {
+	r := &w.rec
+	if c.Runners != nil {
+		r.Capabilities.Runners = slices.Clone(c.Runners)
+	}
+	r.Capabilities.MaxInvocations = c.MaxInvocations
+	if c.Workdir != "" {
+		r.Capabilities.Workdir = c.Workdir
+	}
+	r.AwaitingCapabilities = false
+	for i := range r.SetupsInFlight {
+		r.SetupsInFlight[i].Refresh = false
+	}
+	r.State = p.settledState(w)
+	p.putWorker(w)
+}
+
+// takeCommands removes and returns what one poll of w delivers: every
+// queued control command, the oldest setup of its FIFO, the oldest exec,
+// and the oldest queued run that fits — in queue order, a run last. A
+// hibernate ends the list: the daemon discards whatever follows it.
+func (p *Plane) takeCommands(w *worker, queue string, now time.Time) []CommandRecord {
+	var out []CommandRecord
+	var setup, exec, hibernate bool
+	kept := w.pending[:0]
+	for _, c := range w.pending {
+		take := !hibernate
+		switch c.Kind {
+		case wire.KindSetup:
+			take = take && !setup
+			setup = setup || take
+		case wire.KindExec:
+			take = take && !exec
+			exec = exec || take
+		}
+		if !take {
+			kept = append(kept, c)
+			continue
+		}
+		out = append(out, c)
+		p.delivered(w, c, now)
+		hibernate = hibernate || c.Kind == wire.KindHibernate
+	}
+	clear(w.pending[len(kept):])
+	w.pending = kept
+	if hibernate || w.rec.State != WorkerActive {
+		return out
+	}
+	if run, ok := p.takeRun(w, queue, now); ok {
+		out = append(out, run)
+	}
+	return out
+}
+
+// delivered records that command c left for w.
+func (p *Plane) delivered(w *worker, c CommandRecord, now time.Time) {
+	p.deleteCommand(c.ID)
+	switch c.Kind {
+	case wire.KindExec:
+		if ex := p.execs[c.ExecID]; ex != nil && ex.State == ExecQueued {
+			ex.State = ExecDelivered
+			ex.DeliveredAt = now
+			w.openExec(ex.ExecID, true)
+			p.putExec(ex)
+		}
+	case wire.KindSetup:
+		w.rec.SetupsInFlight = append(w.rec.SetupsInFlight, SetupInFlight{CommandID: c.ID, Refresh: c.Refresh})
+		p.putWorker(w)
+	case wire.KindHibernate:
+		var h wire.Hibernate
+		if _, err := h.UnmarshalMsg(c.Body); err == nil {
+			w.rec.State = WorkerHibernating
+			w.rec.HibernateUntil = epochTime(float64(h.UntilEpochS))
+			p.putWorker(w)
+		}
+	}
+}
+
+// takeRun hands w the oldest queued invocation it fits, as a run command.
+func (p *Plane) takeRun(w *worker, queue string, now time.Time) (CommandRecord, bool) {
+	i := slices.IndexFunc(p.queued, func(inv *InvocationRecord) bool { return fits(w, queue, inv) })
+	if i < 0 {
+		return CommandRecord{}, false
+	}
+	inv := p.queued[i]
+	p.queued = slices.Delete(p.queued, i, i+1)
+	inv.State = InvocationRunning
+	inv.WorkerID = w.ID()
+	inv.CommandID = p.newULID(now)
+	inv.StartedAt = now
+	p.alive[inv.ID] = now
+	p.putInvocation(inv)
+	body := wire.Run{
+		InvocationID:       inv.ID,
+		Function:           inv.Function,
+		RunConfig:          inv.RunConfig,
+		ArgsBlob:           wire.Blob(inv.ArgsBlob),
+		ParentInvocationID: inv.ParentInvocationID,
+		RootInvocationID:   inv.RootInvocationID,
+		Script:             inv.Script,
+		AsUser:             inv.AsUser,
+	}
+	raw, _ := body.MarshalMsg(nil) // encoding into a fresh buffer cannot fail
+	return CommandRecord{ID: inv.CommandID, WorkerID: w.ID(), Seq: inv.Seq, Kind: wire.KindRun, Body: raw,
+		CreatedAt: now, InvocationID: inv.ID}, true
+}
+
+// fits reports whether a poll of w on queue may take inv: the queue
+// matches the poll's queue or one of the worker's lanes (exactly, or as a
+// prefix when the pattern ends in "*"), the runner kind is one the worker
+// offers, and every required tag is on the worker.
+func fits(w *worker, queue string, inv *InvocationRecord) bool {
+	if !queueMatches(queue, inv.Queue) && !slices.ContainsFunc(w.rec.Queues, func(q string) bool { return queueMatches(q, inv.Queue) }) {
+		return false
+	}
+	if r := inv.RunConfig.Runner; r != "" && !offersRunner(w.rec.Capabilities.Runners, r) {
+		return false
+	}
+	for _, t := range inv.RequiredTags {
+		if !hasTag(w.rec.Tags, t) {
+			return false
+		}
+	}
+	return true
+}
+
+func queueMatches(pattern, queue string) bool {
+	if prefix, ok := strings.CutSuffix(pattern, "*"); ok {
+		return strings.HasPrefix(queue, prefix)
+	}
+	return pattern == queue
+}
+
+// offersRunner treats "subprocess" as the alias of "process" it is.
+func offersRunner(runners []string, kind string) bool {
+	canon := func(k string) string {
+		if k == "subprocess" {
+			return "process"
+		}
+		return k
+	}
+	return slices.ContainsFunc(runners, func(r string) bool { return canon(r) == canon(kind) })
+}
+
+// hasTag matches "k=v" exactly; a bare "k" matches any value of k.
+func hasTag(tags []string, want string) bool {
+	return slices.ContainsFunc(tags, func(t string) bool {
+		if t == want {
+			return true
+		}
+		k, _, _ := strings.Cut(t, "=")
+		return !strings.Contains(want, "=") && k == want
+	})
+}
+
+// replyPoll answers poll req of w with cmds, remembering them until the
+// next reply with commands in case the host reports them Undelivered.
+func (p *Plane) replyPoll(req RequestID, w *worker, cmds []CommandRecord) {
+	out := make([]wire.Command, len(cmds))
+	for i, c := range cmds {
+		out[i] = wire.Command{ID: c.ID, Kind: c.Kind, Body: c.Body}
+	}
+	if len(cmds) > 0 {
+		w.lastReply, w.lastSent = req, cmds
+	}
+	p.reply(req, StatusOK, wire.PollResponse{Commands: out, TargetNymphVersion: p.targetVersion(w)})
+}
+
+// targetVersion is the version w should run, when it does not run it.
+func (p *Plane) targetVersion(w *worker) *string {
+	want := w.rec.TargetVersion
+	if want == "" {
+		want = p.cfg.TargetVersion
+	}
+	if want == "" || (w.rec.Versions.Daemon != nil && *w.rec.Versions.Daemon == want) {
+		return nil
+	}
+	return &want
+}
+
+// wakeWorker answers w's parked poll if it now has something to deliver.
+func (p *Plane) wakeWorker(w *worker, now time.Time) {
+	if !w.hasPoll {
+		return
+	}
+	pk := p.parked[w.poll]
+	cmds := p.takeCommands(w, pk.queue, now)
+	if len(cmds) == 0 {
+		return
+	}
+	req := w.poll
+	p.unpark(req)
+	p.replyPoll(req, w, cmds)
+}
+
+// answerParkedPoll answers w's parked poll at once with whatever it may
+// take now, possibly nothing. It runs when w reported the end of an exec,
+// a run or a setup: a slot freed, so the daemon may take more, and a daemon
+// whose carrier cannot abandon a request in flight (a FIFO relay, a spool)
+// waits for this answer before it polls again — were the poll left parked
+// until its deadline, a finished exec would stall the daemon's loop for up
+// to the poll cap. A daemon that did abandon the poll (direct HTTP) just
+// gets an empty reply to a poll it no longer reads, or to its fresh one.
+func (p *Plane) answerParkedPoll(w *worker, now time.Time) {
+	if w == nil || !w.hasPoll {
+		return
+	}
+	req := w.poll
+	pk := p.parked[req]
+	if pk == nil {
+		w.hasPoll = false
+		return
+	}
+	cmds := p.takeCommands(w, pk.queue, now)
+	p.unpark(req)
+	p.replyPoll(req, w, cmds)
+}
+
+// wakeForRuns offers queued runs to parked polls, longest parked first.
+func (p *Plane) wakeForRuns(now time.Time) {
+	kept := p.pollOrder[:0]
+	for _, req := range p.pollOrder {
+		pk := p.parked[req]
+		if pk == nil || pk.kind != parkPoll {
+			continue
+		}
+		kept = append(kept, req)
+		if len(p.queued) == 0 {
+			continue
+		}
+		w := p.workers[pk.workerID]
+		if w.rec.State != WorkerActive {
+			continue
+		}
+		if run, ok := p.takeRun(w, pk.queue, now); ok {
+			kept = kept[:len(kept)-1]
+			p.unpark(req)
+			p.replyPoll(req, w, []CommandRecord{run})
+		}
+	}
+	clear(p.pollOrder[len(kept):])
+	p.pollOrder = kept
+}
+
+// compactPollOrder drops answered polls from pollOrder.
+func (p *Plane) compactPollOrder() {
+	kept := p.pollOrder[:0]
+	for _, req := range p.pollOrder {
+		if pk := p.parked[req]; pk != nil && pk.kind == parkPoll {
+			kept = append(kept, req)
+		}
+	}
+	clear(p.pollOrder[len(kept):])
+	p.pollOrder = kept
+}
+
+// unpark forgets a parked request.
+func (p *Plane) unpark(req RequestID) {
+	pk := p.parked[req]
+	if pk == nil {
+		return
+	}
+	delete(p.parked, req)
+	switch pk.kind {
+	case parkPoll:
+		if w := p.workers[pk.workerID]; w != nil && w.hasPoll && w.poll == req {
+			w.hasPoll = false
+		}
+	case parkLogs:
+		waits := slices.DeleteFunc(p.logWaits[pk.execID], func(r RequestID) bool { return r == req })
+		if len(waits) == 0 {
+			delete(p.logWaits, pk.execID)
+		} else {
+			p.logWaits[pk.execID] = waits
+		}
+	}
+}
+
+func (p *Plane) onGone(req RequestID) { p.unpark(req) }
+
+// onDeadline answers a parked request whose time is up.
+func (p *Plane) onDeadline(now time.Time, req RequestID) {
+	pk := p.parked[req]
+	if pk == nil {
+		return
+	}
+	switch pk.kind {
+	case parkPoll:
+		w := p.workers[pk.workerID]
+		cmds := p.takeCommands(w, pk.queue, now)
+		p.unpark(req)
+		p.replyPoll(req, w, cmds)
+	case parkLogs:
+		p.unpark(req)
+		p.replyLogs(req, p.execs[pk.execID], pk.offset)
+	}
+}
+
+// epochTime converts float epoch seconds to a time.
+func epochTime(s float64) time.Time {
+	return time.Unix(0, int64(s*1e9)).UTC()
+}
+
+// epochSeconds converts a time to float epoch seconds; zero stays zero.
+func epochSeconds(t time.Time) float64 {
+	if t.IsZero() {
+		return 0
+	}
+	return float64(t.UnixMicro()) / 1e6
+}
+
+// onUndelivered puts the commands of a poll reply that never reached its
+// daemon back at the front of the worker's queue, as if never sent, and
+// offers them to the worker's next poll.
+func (p *Plane) onUndelivered(e Undelivered) {
+	var w *worker
+	for _, id := range p.workerOrder {
+		if c := p.workers[id]; c.lastReply == e.Req && len(c.lastSent) > 0 {
+			w = c
+			break
+		}
+	}
+	if w == nil {
+		return // a later reply went out since; too late to take this one back
+	}
+	sent := w.lastSent
+	w.lastSent, w.lastReply = nil, 0
+	var back []CommandRecord
+	for _, c := range sent {
+		if p.takeBack(w, c) {
+			back = append(back, c)
+		}
+	}
+	w.pending = append(back, w.pending...)
+	p.wakeWorker(w, e.Now)
+}
+
+// takeBack undoes the delivery of c; false when c is a run, which goes
+// back to its queue rather than the worker's, or is no longer undoable.
+func (p *Plane) takeBack(w *worker, c CommandRecord) bool {
+	switch c.Kind {
+	case wire.KindRun:
+		inv := p.invocations[c.InvocationID]
+		if inv == nil || inv.State != InvocationRunning || inv.CommandID != c.ID {
+			return false
+		}
+		inv.State, inv.WorkerID, inv.CommandID, inv.StartedAt = InvocationQueued, "", "", time.Time{}
+		delete(p.alive, inv.ID)
+		at, _ := slices.BinarySearchFunc(p.queued, inv.Seq, func(r *InvocationRecord, seq uint64) int {
+			return cmpUint(r.Seq, seq)
+		})
+		p.queued = slices.Insert(p.queued, at, inv)
+		p.putInvocation(inv)
+		return false
+	case wire.KindExec:
+		ex := p.execs[c.ExecID]
+		if ex == nil || ex.State != ExecDelivered {
+			return false // its result is in: it did arrive
+		}
+		ex.State, ex.DeliveredAt = ExecQueued, time.Time{}
+		w.openExec(ex.ExecID, false)
+		p.putExec(ex)
+	case wire.KindSetup:
+		w.rec.SetupsInFlight = slices.DeleteFunc(w.rec.SetupsInFlight, func(s SetupInFlight) bool { return s.CommandID == c.ID })
+		if w.rec.State == WorkerActive {
+			w.rec.State = WorkerSettingUp
+		}
+		p.putWorker(w)
+	case wire.KindHibernate:
+		if w.rec.State == WorkerHibernating {
+			w.rec.State, w.rec.HibernateUntil = p.settledState(w), time.Time{}
+			p.putWorker(w)
+		}
+	}
+	p.putCommand(c)
+	return true
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,184 @@
+package plane
+
+import (
+	"time"
+
+	"github.com/nymphd/nymph/wirecore/wire"
+)
+
+// Worker states, as the operator API shows them.
+const (
+	WorkerActive      = "active"
+	WorkerSettingUp   = "setting_up"
+	WorkerHibernating = "hibernating"
+	WorkerLost        = "lost"
+)
+
+// Exec states, as the operator API shows them.
+const (
+	ExecQueued    = "queued"
+	ExecDelivered = "delivered"
+	ExecFinished  = "finished"
+)
+
+// Invocation states. Running, succeeded, failed and killed are the wire's.
+const (
+	InvocationQueued    = "queued"
+	InvocationRunning   = wire.StateRunning
+	InvocationSucceeded = wire.StateSucceeded
+	InvocationFailed    = wire.StateFailed
+	InvocationKilled    = wire.StateKilled
+)
+
+// The records below are everything the plane's state is made of. A Store
+// keeps each kind keyed by its ID (chunks by ExecID and Offset) and hands
+// them back in a Snapshot after a restart. Every field is exported and
+// JSON-tagged so a store may keep a record as one JSON document; the wire
+// types embedded in them (Capabilities, Versions, Function, RunConfig,
+// ErrorInfo, ExecResult) marshal with encoding/json as they are.
+
+// WorkerRecord is one registered daemon (the Worker row).
+type WorkerRecord struct {
+	ID        string   `json:"id"`
+	MachineID string   `json:"machine_id"`
+	Label     string   `json:"label"`
+	Tags      []string `json:"tags"`
+	// Queues comes from the hello's lanes; empty means the default queue.
+	Queues       []string          `json:"queues"`
+	Capabilities wire.Capabilities `json:"capabilities"`
+	Versions     wire.Versions     `json:"versions"`
+	PublicKey    *string           `json:"public_key,omitempty"`
+	// State is WorkerActive, WorkerSettingUp, WorkerHibernating or WorkerLost.
+	State     string    `json:"state"`
+	CreatedAt time.Time `json:"created_at"`
+	// LastSeen is the last hello or poll. It is persisted when it moves by
+	// more than a few seconds, not on every poll.
+	LastSeen time.Time `json:"last_seen"`
+	// HibernateUntil is set while State is WorkerHibernating.
+	HibernateUntil time.Time `json:"hibernate_until,omitzero"`
+	// TargetVersion is sent as target_nymph_version until the worker's
+	// versions.daemon equals it.
+	TargetVersion string `json:"target_version,omitempty"`
+	// SetupsInFlight are setup commands delivered and not yet acked.
+	SetupsInFlight []SetupInFlight `json:"setups_in_flight,omitempty"`
+	// AwaitingCapabilities is true between a successful refresh setup and
+	// the poll that carries updated_capabilities.
+	AwaitingCapabilities bool `json:"awaiting_capabilities,omitempty"`
+}
+
+// SetupInFlight is one delivered setup command waiting for its ack
+// (invocation id "setup-{CommandID}").
+type SetupInFlight struct {
+	CommandID string `json:"command_id"`
+	Refresh   bool   `json:"refresh"`
+}
+
+// CommandRecord is one command queued for one worker and not yet
+// delivered: the worker's control commands, its pending-setup FIFO and its
+// execs. A delivered command is deleted (Batch.DeleteCommands). Runs are
+// not commands until delivered: they wait as InvocationRecords on a queue.
+type CommandRecord struct {
+	ID       string `json:"id"`
+	WorkerID string `json:"worker_id"`
+	// Seq orders commands (and invocations) oldest first across restarts.
+	Seq  uint64 `json:"seq"`
+	Kind string `json:"kind"`
+	// Body is the msgpack body sent on the wire as the command's body.
+	Body      []byte    `json:"body"`
+	CreatedAt time.Time `json:"created_at"`
+	// ExecID is set for an exec command.
+	ExecID string `json:"exec_id,omitempty"`
+	// InvocationID is set for a run command. Run commands exist only
+	// between delivery and the host's word that the reply went out; they
+	// are never in a Batch.
+	InvocationID string `json:"invocation_id,omitempty"`
+	// Refresh is a setup's refresh_capabilities.
+	Refresh bool `json:"refresh,omitempty"`
+}
+
+// InvocationRecord is one run, queued on a queue name until a poll whose
+// worker fits takes it.
+type InvocationRecord struct {
+	ID                 string         `json:"id"`
+	Seq                uint64         `json:"seq"`
+	Queue              string         `json:"queue"`
+	Function           wire.Function  `json:"function"`
+	RunConfig          wire.RunConfig `json:"run_config"`
+	ArgsBlob           []byte         `json:"args_blob,omitempty"`
+	RequiredTags       []string       `json:"required_tags,omitempty"`
+	Script             *string        `json:"script,omitempty"`
+	AsUser             *string        `json:"as_user,omitempty"`
+	ParentInvocationID *string        `json:"parent_invocation_id,omitempty"`
+	RootInvocationID   *string        `json:"root_invocation_id,omitempty"`
+	// State is one of the Invocation* constants.
+	State      string          `json:"state"`
+	WorkerID   string          `json:"worker_id,omitempty"`
+	CommandID  string          `json:"command_id,omitempty"`
+	ResultBlob []byte          `json:"result_blob,omitempty"`
+	Error      *wire.ErrorInfo `json:"error,omitempty"`
+	CreatedAt  time.Time       `json:"created_at"`
+	StartedAt  time.Time       `json:"started_at,omitzero"`
+	FinishedAt time.Time       `json:"finished_at,omitzero"`
+}
+
+// ExecRecord is one exec: queued → delivered → finished. The exec_id in
+// the result and chunk URLs is its only credential, so it is long and
+// random.
+type ExecRecord struct {
+	ExecID    string `json:"exec_id"`
+	CommandID string `json:"command_id"`
+	WorkerID  string `json:"worker_id"`
+	// State is ExecQueued, ExecDelivered or ExecFinished.
+	State string `json:"state"`
+	// Stream is true when the exec was sent with a LogSink.
+	Stream bool `json:"stream,omitempty"`
+	// Result is the first result posted; later ones are ignored.
+	Result *wire.ExecResult `json:"result,omitempty"`
+	// LogSize is the number of log bytes stored so far: the offset the
+	// next chunk gets.
+	LogSize     int64     `json:"log_size"`
+	CreatedAt   time.Time `json:"created_at"`
+	DeliveredAt time.Time `json:"delivered_at,omitzero"`
+	FinishedAt  time.Time `json:"finished_at,omitzero"`
+}
+
+// ChunkRecord is one streamed log chunk of an exec. Offsets of one exec are
+// contiguous: each chunk starts where the previous one ended.
+type ChunkRecord struct {
+	ExecID string `json:"exec_id"`
+	Offset int64  `json:"offset"`
+	// Data aliases the request body: the host keeps it alive until Apply
+	// returned.
+	Data []byte    `json:"data"`
+	At   time.Time `json:"at"`
+}
+
+// Batch is the set of record mutations of one Step. The host applies it
+// atomically and durably before it sends any reply of that Step. Apply
+// order: upserts (Workers, Commands, Invocations, Execs, Chunks) then
+// DeleteCommands — a command may be created and delivered in one Step.
+type Batch struct {
+	Workers        []WorkerRecord     `json:"workers,omitempty"`
+	Commands       []CommandRecord    `json:"commands,omitempty"`
+	DeleteCommands []string           `json:"delete_commands,omitempty"`
+	Invocations    []InvocationRecord `json:"invocations,omitempty"`
+	Execs          []ExecRecord       `json:"execs,omitempty"`
+	// Chunks are appended; (ExecID, Offset) never repeats.
+	Chunks []ChunkRecord `json:"chunks,omitempty"`
+}
+
+// Empty reports whether the batch changes nothing.
+func (b *Batch) Empty() bool {
+	return len(b.Workers) == 0 && len(b.Commands) == 0 && len(b.DeleteCommands) == 0 &&
+		len(b.Invocations) == 0 && len(b.Execs) == 0 && len(b.Chunks) == 0
+}
+
+// Snapshot is every stored record except chunk bytes: what Restore needs
+// to rebuild the plane after a restart. Order within each slice does not
+// matter.
+type Snapshot struct {
+	Workers     []WorkerRecord     `json:"workers"`
+	Commands    []CommandRecord    `json:"commands"`
+	Invocations []InvocationRecord `json:"invocations"`
+	Execs       []ExecRecord       `json:"execs"`
+}

@@ -1,0 +1,185 @@
+package plane
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nymphd/nymph/wirecore/wire"
+)
+
+// SetupAckPrefix starts the invocation id of a setup's ack:
+// "setup-{command id}".
+const SetupAckPrefix = "setup-"
+
+func (p *Plane) onAck(e Ack) {
+	a := &e.Body
+	switch a.State {
+	case wire.StateSucceeded, wire.StateFailed, wire.StateKilled:
+	default:
+		p.reply(e.Req, StatusUnprocessableEntity, wire.ValidationError{Error: "invalid_state", Field: "state"})
+		return
+	}
+	if cmdID, ok := strings.CutPrefix(a.InvocationID, SetupAckPrefix); ok {
+		w := p.setupAcked(a, cmdID)
+		p.reply(e.Req, StatusOK, OK{})
+		p.answerParkedPoll(w, e.Now)
+		return
+	}
+	inv := p.invocations[a.InvocationID]
+	if inv == nil {
+		p.reply(e.Req, StatusNotFound, ErrorBody{Error: ErrUnknownInvocation})
+		return
+	}
+	// A repeated ack is acknowledged and ignored; but an invocation failed
+	// as WorkerLost takes its worker's own word when the worker comes back.
+	lostMark := inv.State == InvocationFailed && inv.Error != nil && inv.Error.TypeName == wire.ErrTypeWorkerLost
+	if inv.State != InvocationRunning && inv.State != InvocationQueued && !lostMark {
+		p.reply(e.Req, StatusOK, OK{})
+		return
+	}
+	if lostMark && a.WorkerID != "" && a.WorkerID != inv.WorkerID {
+		p.reply(e.Req, StatusOK, OK{})
+		return
+	}
+	inv.State = a.State
+	inv.ResultBlob = slices.Clone([]byte(a.ResultBlob))
+	inv.Error = cloneErrorInfo(a.Error)
+	inv.FinishedAt = e.Now
+	if inv.WorkerID == "" {
+		inv.WorkerID = a.WorkerID
+	}
+	p.dequeue(inv.ID)
+	delete(p.alive, inv.ID)
+	p.putInvocation(inv)
+	p.reply(e.Req, StatusOK, OK{})
+	p.answerParkedPoll(p.workers[inv.WorkerID], e.Now)
+}
+
+// setupAcked ends a setup: the worker settles once its FIFO is drained,
+// no setup is in flight, and a successful refresh setup's capabilities
+// have arrived. It returns the worker that ran the setup, nil when none
+// had it in flight (nothing changed then).
+func (p *Plane) setupAcked(a *wire.Ack, cmdID string) *worker {
+	w := p.workers[a.WorkerID]
+	if w == nil || !slices.ContainsFunc(w.rec.SetupsInFlight, func(s SetupInFlight) bool { return s.CommandID == cmdID }) {
+		w = nil
+		for _, id := range p.workerOrder {
+			c := p.workers[id]
+			if slices.ContainsFunc(c.rec.SetupsInFlight, func(s SetupInFlight) bool { return s.CommandID == cmdID }) {
+				w = c
+				break
+			}
+		}
+	}
+	if w == nil {
+		return nil // a setup delivered before a restart of its daemon, or a repeat
+	}
+	r := &w.rec
+	i := slices.IndexFunc(r.SetupsInFlight, func(s SetupInFlight) bool { return s.CommandID == cmdID })
+	if r.SetupsInFlight[i].Refresh && a.State == wire.StateSucceeded {
+		r.AwaitingCapabilities = true
+	}
+	r.SetupsInFlight = slices.Delete(r.SetupsInFlight, i, i+1)
+	if r.State == WorkerSettingUp || r.State == WorkerActive {
+		r.State = p.settledState(w)
+	}
+	p.putWorker(w)
+	return w
+}
+
+func cloneErrorInfo(e *wire.ErrorInfo) *wire.ErrorInfo {
+	if e == nil {
+		return nil
+	}
+	c := *e
+	if e.Traceback != nil {
+		t := *e.Traceback
+		c.Traceback = &t
+	}
+	return &c
+}
+
+func (p *Plane) onExecResult(e ExecResult) {
+	ex := p.execs[e.ExecID]
+	if ex == nil {
+		p.reply(e.Req, StatusNotFound, ErrorBody{Error: ErrUnknownExec})
+		return
+	}
+	if ex.Result != nil {
+		p.reply(e.Req, StatusOK, OK{}) // recorded once; a retry is acknowledged
+		return
+	}
+	res := e.Body
+	res.ResultInline = slices.Clone(res.ResultInline)
+	res.ResultRef = slices.Clone(res.ResultRef)
+	p.finishExec(ex, &res, e.Now)
+	p.reply(e.Req, StatusOK, OK{})
+	p.answerParkedPoll(p.workers[ex.WorkerID], e.Now)
+}
+
+func (p *Plane) finishExec(ex *ExecRecord, res *wire.ExecResult, now time.Time) {
+	ex.Result = res
+	ex.State = ExecFinished
+	ex.FinishedAt = now
+	if ex.DeliveredAt.IsZero() {
+		ex.DeliveredAt = now
+	}
+	if w := p.workers[ex.WorkerID]; w != nil {
+		w.openExec(ex.ExecID, false)
+	}
+	p.putExec(ex)
+	p.wakeLogs(ex)
+}
+
+func (p *Plane) onChunk(e Chunk) {
+	ex := p.execs[e.ExecID]
+	if ex == nil {
+		p.reply(e.Req, StatusNotFound, ErrorBody{Error: ErrUnknownExec})
+		return
+	}
+	if len(e.Data) > 0 {
+		p.batch.Chunks = append(p.batch.Chunks, ChunkRecord{ExecID: ex.ExecID, Offset: ex.LogSize, Data: e.Data, At: e.Now})
+		ex.LogSize += int64(len(e.Data))
+		p.putExec(ex)
+		p.wakeLogs(ex)
+	}
+	p.reply(e.Req, StatusOK, OK{})
+}
+
+// wakeLogs answers the log waits of ex that now have bytes or an end.
+func (p *Plane) wakeLogs(ex *ExecRecord) {
+	var ready []RequestID
+	for _, req := range p.logWaits[ex.ExecID] {
+		if pk := p.parked[req]; pk != nil && (pk.offset < ex.LogSize || ex.State == ExecFinished) {
+			ready = append(ready, req)
+		}
+	}
+	for _, req := range ready {
+		offset := p.parked[req].offset
+		p.unpark(req)
+		p.replyLogs(req, ex, offset)
+	}
+}
+
+// parkedFor lists parked requests of one kind in request order, so that
+// replies come out in a stable order.
+func (p *Plane) parkedFor(kind parkKind) []RequestID {
+	var out []RequestID
+	for req, pk := range p.parked {
+		if pk.kind == kind {
+			out = append(out, req)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (p *Plane) replyLogs(req RequestID, ex *ExecRecord, offset int64) {
+	p.reply(req, StatusOK, LogsRange{
+		ExecID:   ex.ExecID,
+		Offset:   offset,
+		End:      max(ex.LogSize, offset),
+		Finished: ex.State == ExecFinished,
+	})
+}

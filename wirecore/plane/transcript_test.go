@@ -1,0 +1,641 @@
+package plane_test
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/nymphd/nymph/wirecore/operator"
+	"github.com/nymphd/nymph/wirecore/plane"
+	"github.com/nymphd/nymph/wirecore/wire"
+	"github.com/tinylib/msgp/msgp"
+)
+
+// Transcript tests: testdata/*.txt hold cases of the form
+//
+//	<command> key=value ...
+//	----
+//	<expected effects, one per line>
+//
+// separated by blank lines; "#" lines are comments. Ids the plane makes are
+// shown as aliases (W1 for workers, C1 commands, X1 execs, I1 invocations)
+// and accepted as arguments. Times are seconds since the transcript's t0.
+// `go test -run Transcripts -rewrite` rewrites the expectations.
+
+var rewrite = flag.Bool("rewrite", false, "rewrite transcript expectations")
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func TestTranscripts(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "*.txt"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no transcripts in testdata: %v", err)
+	}
+	for _, f := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) { runTranscript(t, f) })
+	}
+}
+
+type tcase struct {
+	line     int
+	cmd      string
+	expected string
+}
+
+func parseTranscript(t *testing.T, data string) (cases []tcase, prefix []string) {
+	lines := strings.Split(data, "\n")
+	for i := 0; i < len(lines); i++ {
+		l := lines[i]
+		if strings.TrimSpace(l) == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		c := tcase{line: i + 1, cmd: l}
+		i++
+		if i >= len(lines) || lines[i] != "----" {
+			t.Fatalf("line %d: want ---- after %q", c.line, l)
+		}
+		var out []string
+		for i++; i < len(lines) && lines[i] != ""; i++ {
+			out = append(out, lines[i])
+		}
+		c.expected = strings.Join(out, "\n")
+		cases = append(cases, c)
+	}
+	return cases, prefix
+}
+
+func runTranscript(t *testing.T, path string) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases, _ := parseTranscript(t, string(data))
+	h := newHarness()
+	var out bytes.Buffer
+	comments := leadingComments(string(data))
+	for _, c := range cases {
+		got := h.run(t, c)
+		if *rewrite {
+			out.WriteString(comments[c.line])
+			fmt.Fprintf(&out, "%s\n----\n%s\n\n", c.cmd, got)
+			continue
+		}
+		if got != c.expected {
+			t.Errorf("%s:%d: %s\n--- got:\n%s\n--- want:\n%s", path, c.line, c.cmd, got, c.expected)
+		}
+	}
+	if *rewrite {
+		if err := os.WriteFile(path, bytes.TrimRight(out.Bytes(), "\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// leadingComments maps a case's line to the comment lines just above it.
+func leadingComments(data string) map[int]string {
+	m := map[int]string{}
+	var buf strings.Builder
+	for i, l := range strings.Split(data, "\n") {
+		switch {
+		case strings.HasPrefix(l, "#"):
+			buf.WriteString(l + "\n")
+		case strings.TrimSpace(l) == "":
+		case l == "----":
+		default:
+			if buf.Len() > 0 {
+				m[i+1] = buf.String()
+				buf.Reset()
+			}
+		}
+	}
+	return m
+}
+
+type harness struct {
+	p       *plane.Plane
+	stored  *recordStore
+	now     time.Time
+	alias   map[string]string // id → alias
+	ids     map[string]string // alias → id
+	counts  map[string]int
+	entropy *rand.ChaCha8
+}
+
+func newHarness() *harness {
+	h := &harness{now: t0, alias: map[string]string{}, ids: map[string]string{}, counts: map[string]int{},
+		entropy: rand.NewChaCha8([32]byte{'n', 'y', 'm', 'p', 'h'}), stored: newRecordStore()}
+	h.p = plane.New(h.config())
+	return h
+}
+
+func (h *harness) config() plane.Config {
+	return plane.Config{Entropy: h.entropy, KeyRotationMaxAgeS: 2592000}
+}
+
+// name returns the alias of an id, making one with prefix when new.
+func (h *harness) name(prefix, id string) string {
+	if id == "" {
+		return `""`
+	}
+	if a, ok := h.alias[id]; ok {
+		return a
+	}
+	h.counts[prefix]++
+	a := fmt.Sprintf("%s%d", prefix, h.counts[prefix])
+	h.alias[id], h.ids[a] = a, id
+	return a
+}
+
+// id resolves an argument: an alias, or the literal value.
+func (h *harness) id(v string) string {
+	if id, ok := h.ids[v]; ok {
+		return id
+	}
+	if rest, ok := strings.CutPrefix(v, plane.SetupAckPrefix); ok {
+		return plane.SetupAckPrefix + h.id(rest)
+	}
+	return v
+}
+
+func (h *harness) rel(t time.Time) string {
+	return strconv.FormatFloat(t.Sub(t0).Seconds(), 'f', -1, 64) + "s"
+}
+
+type args map[string]string
+
+func parseArgs(t *testing.T, line string) (string, args) {
+	var fields []string
+	var cur strings.Builder
+	quoted := false
+	for _, r := range line {
+		switch {
+		case r == '"':
+			quoted = !quoted
+		case r == ' ' && !quoted:
+			if cur.Len() > 0 {
+				fields = append(fields, cur.String())
+				cur.Reset()
+			}
+		default:
+			cur.WriteRune(r)
+		}
+	}
+	if cur.Len() > 0 {
+		fields = append(fields, cur.String())
+	}
+	a := args{}
+	for _, f := range fields[1:] {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok {
+			v = "true"
+		}
+		a[k] = v
+	}
+	return fields[0], a
+}
+
+func (a args) req(t *testing.T) plane.RequestID {
+	n, err := strconv.ParseUint(a["req"], 10, 64)
+	if err != nil {
+		t.Fatalf("req=%q: %v", a["req"], err)
+	}
+	return plane.RequestID(n)
+}
+
+func (a args) list(k string) []string {
+	if a[k] == "" {
+		return nil
+	}
+	return strings.Split(a[k], ",")
+}
+
+func (a args) float(t *testing.T, k string, def float64) float64 {
+	if a[k] == "" {
+		return def
+	}
+	f, err := strconv.ParseFloat(a[k], 64)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", k, a[k], err)
+	}
+	return f
+}
+
+func (h *harness) run(t *testing.T, c tcase) string {
+	t.Helper()
+	cmd, a := parseArgs(t, c.cmd)
+	at := plane.At{Now: h.now}
+	var ev plane.Event
+	switch cmd {
+	case "advance":
+		d, err := time.ParseDuration(a["by"])
+		if err != nil {
+			t.Fatalf("line %d: %v", c.line, err)
+		}
+		h.now = h.now.Add(d)
+		return "now " + h.rel(h.now)
+	case "restart":
+		// A restart keeps only what was persisted.
+		p, err := plane.Restore(h.config(), h.stored.snapshot(), h.now)
+		if err != nil {
+			t.Fatalf("line %d: restore: %v", c.line, err)
+		}
+		h.p = p
+		return "restored"
+	case "hello":
+		raw := h.helloBody(a)
+		missing, err := plane.MissingHelloField(raw)
+		if err != nil {
+			t.Fatalf("line %d: %v", c.line, err)
+		}
+		var body wire.HelloRequest
+		if missing == "" {
+			if _, err := body.UnmarshalMsg(raw); err != nil {
+				t.Fatalf("line %d: decode hello: %v", c.line, err)
+			}
+		}
+		ev = plane.Hello{At: at, Req: a.req(t), Body: body, Missing: missing}
+	case "poll":
+		body := wire.PollRequest{WorkerID: h.id(a["worker"]), Queue: a["queue"], TimeoutS: wire.Float(a.float(t, "timeout", 20))}
+		for _, inv := range a.list("running") {
+			body.Invocations = append(body.Invocations, wire.InvocationStatus{InvocationID: h.id(inv), State: wire.StateRunning})
+		}
+		if a["caps"] != "" {
+			body.UpdatedCapabilities = &wire.Capabilities{Runners: a.list("caps"), MaxInvocations: 4}
+		}
+		ev = plane.Poll{At: at, Req: a.req(t), Body: body}
+	case "deadline":
+		ev = plane.PollDeadline{At: at, Req: a.req(t)}
+	case "gone":
+		ev = plane.Gone{At: at, Req: a.req(t)}
+	case "undelivered":
+		ev = plane.Undelivered{At: at, Req: a.req(t)}
+	case "tick":
+		ev = plane.Tick{At: at}
+	case "ack":
+		body := wire.Ack{InvocationID: h.id(a["inv"]), State: a["state"], ResultBlob: wire.Blob(a["blob"]), WorkerID: h.id(a["worker"])}
+		if typ, msg, ok := strings.Cut(a["error"], ":"); ok {
+			body.Error = &wire.ErrorInfo{TypeName: typ, Message: msg}
+		}
+		ev = plane.Ack{At: at, Req: a.req(t), Body: body}
+	case "result":
+		ev = plane.ExecResult{At: at, Req: a.req(t), ExecID: h.id(a["exec"]),
+			Body: wire.ExecResult{ExitCode: wire.Int(a.float(t, "exit", 0)), Stdout: a["stdout"]}}
+	case "chunk":
+		ev = plane.Chunk{At: at, Req: a.req(t), ExecID: h.id(a["exec"]), Data: []byte(a["data"])}
+	case "workers":
+		ev = plane.ListWorkers{At: at, Req: a.req(t)}
+	case "worker":
+		ev = plane.GetWorker{At: at, Req: a.req(t), WorkerID: h.id(a["id"])}
+	case "exec":
+		body := operator.ExecRequest{Command: a["cmd"], Stream: a["stream"] == "true"}
+		ev = plane.EnqueueExec{At: at, Req: a.req(t), WorkerID: h.id(a["worker"]), Body: body}
+	case "setup":
+		body := operator.SetupRequest{Script: a["script"], RefreshCapabilities: a["refresh"] == "true", Sudo: a["sudo"] == "true"}
+		ev = plane.EnqueueSetup{At: at, Req: a.req(t), WorkerID: h.id(a["worker"]), Body: body}
+	case "hibernate":
+		until := h.now.Add(time.Duration(a.float(t, "for", 0) * float64(time.Second)))
+		ev = plane.EnqueueHibernate{At: at, Req: a.req(t), WorkerID: h.id(a["worker"]),
+			Body: operator.HibernateRequest{UntilEpochS: float64(until.Unix())}}
+	case "reset":
+		ev = plane.EnqueueReset{At: at, Req: a.req(t), WorkerID: h.id(a["worker"])}
+	case "rotate":
+		ev = plane.EnqueueRotateKey{At: at, Req: a.req(t), WorkerID: h.id(a["worker"])}
+	case "update":
+		ev = plane.EnqueueUpdate{At: at, Req: a.req(t), WorkerID: h.id(a["worker"]),
+			Body: operator.UpdateRequest{Version: a["version"], URL: "https://cp.example/bin", SHA256: a["sha256"]}}
+	case "execstatus":
+		ev = plane.GetExec{At: at, Req: a.req(t), ExecID: h.id(a["exec"])}
+	case "logs":
+		ev = plane.WaitLogs{At: at, Req: a.req(t), ExecID: h.id(a["exec"]), Offset: int64(a.float(t, "offset", 0)), WaitS: a.float(t, "wait", 0)}
+	case "run":
+		body := operator.RunRequest{Queue: a["queue"], Function: wire.Function{Module: "jobs", Qualname: a["fn"]},
+			RunConfig: wire.RunConfig{Runner: a["runner"]}, RequiredTags: a.list("tags")}
+		ev = plane.EnqueueRun{At: at, Req: a.req(t), Body: body}
+	case "invocations":
+		ev = plane.ListInvocations{At: at, Req: a.req(t)}
+	case "invocation":
+		ev = plane.GetInvocation{At: at, Req: a.req(t), InvocationID: h.id(a["id"])}
+	case "kill":
+		ev = plane.Kill{At: at, Req: a.req(t), InvocationID: h.id(a["inv"])}
+	default:
+		t.Fatalf("line %d: unknown command %q", c.line, cmd)
+	}
+	var lines []string
+	for _, eff := range h.p.Step(ev) {
+		if p, ok := eff.(plane.Persist); ok {
+			h.stored.apply(&p.Batch)
+		}
+		lines = append(lines, h.show(eff)...)
+	}
+	// Every step must leave the store holding the plane's state: nothing
+	// the plane knows may be lost by a crash after the step.
+	if diff := cmp.Diff(h.stored.snapshot(), h.p.Snapshot(), storedOpts); diff != "" {
+		t.Errorf("line %d: %s: store and plane differ (-stored +plane):\n%s", c.line, c.cmd, diff)
+	}
+	if len(lines) == 0 {
+		return "(nothing)"
+	}
+	return strings.Join(lines, "\n")
+}
+
+// helloBody builds a raw hello; omit=a.b drops a key to test admission.
+func (h *harness) helloBody(a args) []byte {
+	proto := any("1")
+	if v, ok := a["protocol"]; ok {
+		proto = v
+		if v == "null" {
+			proto = nil
+		}
+	}
+	runners := []any{"process"}
+	if a["runners"] != "" {
+		runners = nil
+		for _, r := range a.list("runners") {
+			runners = append(runners, r)
+		}
+	}
+	strs := func(k string) []any {
+		out := []any{}
+		for _, s := range a.list(k) {
+			out = append(out, s)
+		}
+		return out
+	}
+	versions := map[string]any{"daemon": "0.1.0", "protocol": proto}
+	if v := a["daemon"]; v != "" {
+		versions["daemon"] = v
+	}
+	for _, k := range []string{"runsc", "docker", "python", "kernel", "distro", "arch", "cpu", "gpu"} {
+		versions[k] = nil
+	}
+	m := map[string]any{
+		"machine_id":   a["machine"],
+		"label":        a["label"],
+		"tags":         strs("tags"),
+		"capabilities": map[string]any{"runners": runners, "max_invocations": int64(4), "workdir": "/tmp/w"},
+		"versions":     versions,
+	}
+	if a["lanes"] != "" {
+		m["lanes"] = strs("lanes")
+	}
+	if o := a["omit"]; o != "" {
+		parent, child, nested := strings.Cut(o, ".")
+		if nested {
+			delete(m[parent].(map[string]any), child)
+		} else {
+			delete(m, parent)
+		}
+	}
+	raw, err := msgp.AppendIntf(nil, m)
+	if err != nil {
+		panic(err)
+	}
+	return raw
+}
+
+func (h *harness) show(eff plane.Effect) []string {
+	switch e := eff.(type) {
+	case plane.Persist:
+		return h.showBatch(&e.Batch)
+	case plane.Park:
+		return []string{fmt.Sprintf("park %d until %s", e.Req, h.rel(e.Until))}
+	case plane.Reply:
+		head := fmt.Sprintf("reply %d %d ", e.Req, e.Status)
+		body := h.showBody(e.Body)
+		body[0] = head + body[0]
+		return body
+	}
+	return []string{fmt.Sprintf("unknown effect %T", eff)}
+}
+
+func (h *harness) showBatch(b *plane.Batch) []string {
+	var out []string
+	for _, w := range b.Workers {
+		s := fmt.Sprintf("persist worker %s machine=%s state=%s", h.name("W", w.ID), w.MachineID, w.State)
+		if len(w.SetupsInFlight) > 0 {
+			var ids []string
+			for _, f := range w.SetupsInFlight {
+				ids = append(ids, h.name("C", f.CommandID))
+			}
+			s += " setups=" + strings.Join(ids, ",")
+		}
+		if w.AwaitingCapabilities {
+			s += " awaiting-capabilities"
+		}
+		if w.TargetVersion != "" {
+			s += " target=" + w.TargetVersion
+		}
+		out = append(out, s)
+	}
+	for _, c := range b.Commands {
+		out = append(out, fmt.Sprintf("persist command %s %s for %s", h.name("C", c.ID), c.Kind, h.name("W", c.WorkerID)))
+	}
+	for _, inv := range b.Invocations {
+		s := fmt.Sprintf("persist invocation %s %s queue=%s", h.name("I", inv.ID), inv.State, inv.Queue)
+		if inv.WorkerID != "" {
+			s += " worker=" + h.name("W", inv.WorkerID)
+		}
+		if inv.Error != nil {
+			s += fmt.Sprintf(" error=%s:%q", inv.Error.TypeName, h.aliasText(inv.Error.Message))
+		}
+		out = append(out, s)
+	}
+	for _, x := range b.Execs {
+		out = append(out, fmt.Sprintf("persist exec %s %s log=%d", h.name("X", x.ExecID), x.State, x.LogSize))
+	}
+	for _, c := range b.Chunks {
+		out = append(out, fmt.Sprintf("persist chunk %s @%d %q", h.name("X", c.ExecID), c.Offset, c.Data))
+	}
+	for _, id := range b.DeleteCommands {
+		out = append(out, "persist delete command "+h.name("C", id))
+	}
+	return out
+}
+
+func (h *harness) showBody(body any) []string {
+	switch b := body.(type) {
+	case wire.HelloResponse:
+		if b.Reject != nil {
+			return []string{fmt.Sprintf("hello reject %s %q", b.Reject.Code, b.Reject.Message)}
+		}
+		return []string{fmt.Sprintf("hello worker=%s ttl=%v", h.name("W", *b.WorkerID), float64(b.SessionTTLS))}
+	case wire.PollResponse:
+		s := fmt.Sprintf("poll %d commands", len(b.Commands))
+		if b.TargetNymphVersion != nil {
+			s += " target=" + *b.TargetNymphVersion
+		}
+		out := []string{s}
+		for _, c := range b.Commands {
+			out = append(out, "  "+h.showCommand(c))
+		}
+		return out
+	case wire.ValidationError:
+		return []string{fmt.Sprintf("invalid error=%s field=%s", b.Error, b.Field)}
+	case plane.ErrorBody:
+		return []string{"error " + b.Error}
+	case operator.Error:
+		return []string{fmt.Sprintf("error %q", h.aliasText(b.Error))}
+	case plane.OK:
+		return []string{"ok"}
+	case plane.LogsRange:
+		return []string{fmt.Sprintf("logs %s [%d,%d) finished=%v", h.name("X", b.ExecID), b.Offset, b.End, b.Finished)}
+	case operator.Worker:
+		return []string{h.showWorker(b)}
+	case []operator.Worker:
+		out := []string{fmt.Sprintf("%d workers", len(b))}
+		for _, w := range b {
+			out = append(out, "  "+h.showWorker(w))
+		}
+		return out
+	case operator.ExecAccepted:
+		return []string{fmt.Sprintf("exec accepted %s command=%s", h.name("X", b.ExecID), h.name("C", b.CommandID))}
+	case operator.CommandAccepted:
+		return []string{fmt.Sprintf("accepted %s for %s", h.name("C", b.CommandID), h.name("W", b.WorkerID))}
+	case operator.ExecStatus:
+		s := fmt.Sprintf("exec %s on %s %s", h.name("X", b.ExecID), h.name("W", b.WorkerID), b.State)
+		if b.Result != nil {
+			s += fmt.Sprintf(" exit=%d stdout=%q", b.Result.ExitCode, b.Result.Stdout)
+		}
+		return []string{s}
+	case operator.Invocation:
+		return []string{h.showInvocation(b)}
+	case []operator.Invocation:
+		out := []string{fmt.Sprintf("%d invocations", len(b))}
+		for _, inv := range b {
+			out = append(out, "  "+h.showInvocation(inv))
+		}
+		return out
+	}
+	return []string{fmt.Sprintf("unknown body %T", body)}
+}
+
+// aliasText replaces known ids inside free text.
+func (h *harness) aliasText(s string) string {
+	ids := make([]string, 0, len(h.alias))
+	for id := range h.alias {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		s = strings.ReplaceAll(s, id, h.alias[id])
+	}
+	return s
+}
+
+func (h *harness) showWorker(w operator.Worker) string {
+	return fmt.Sprintf("worker %s machine=%s label=%s state=%s tags=%v queues=%v runners=%v pending=%d running=%d",
+		h.name("W", w.ID), w.MachineID, h.aliasText(w.Label), w.State, w.Tags, w.Queues, w.Capabilities.Runners, w.PendingCommands, w.Running)
+}
+
+func (h *harness) showInvocation(inv operator.Invocation) string {
+	s := fmt.Sprintf("invocation %s queue=%s state=%s", h.name("I", inv.ID), inv.Queue, inv.State)
+	if inv.WorkerID != "" {
+		s += " worker=" + h.name("W", inv.WorkerID)
+	}
+	if inv.Error != nil {
+		s += fmt.Sprintf(" error=%s:%q", inv.Error.TypeName, h.aliasText(inv.Error.Message))
+	}
+	if len(inv.ResultBlob) > 0 {
+		s += fmt.Sprintf(" result=%q", inv.ResultBlob)
+	}
+	return s
+}
+
+func (h *harness) showCommand(c wire.Command) string {
+	switch d := wire.Dispatch(c).(type) {
+	case wire.ExecCommand:
+		s := fmt.Sprintf("exec %s exec_id=%s command=%q", h.name("C", c.ID), h.name("X", d.Body.ExecID), d.Body.Command)
+		if d.Body.Log != nil {
+			s += " stdout_url=" + h.aliasText(d.Body.Log.StdoutURL)
+		}
+		return s
+	case wire.SetupCommand:
+		return fmt.Sprintf("setup %s script=%q refresh=%v sudo=%v", h.name("C", c.ID), d.Body.Script, d.Body.RefreshCapabilities, d.Body.Sudo)
+	case wire.HibernateCommand:
+		return fmt.Sprintf("hibernate %s until=%s", h.name("C", c.ID), h.rel(time.Unix(int64(d.Body.UntilEpochS), 0)))
+	case wire.RunCommand:
+		return fmt.Sprintf("run %s invocation=%s fn=%s runner=%q", h.name("C", c.ID), h.name("I", d.Body.InvocationID), d.Body.Function.Qualname, d.Body.RunConfig.Runner)
+	case wire.OTAUpdateCommand:
+		return fmt.Sprintf("ota_update %s version=%s", h.name("C", c.ID), d.Body.Version)
+	case wire.ResetBackoffCommand, wire.RotateKeyCommand:
+		return fmt.Sprintf("%s %s", c.Kind, h.name("C", c.ID))
+	case wire.Unknown:
+		return fmt.Sprintf("UNKNOWN %s %s: %s", c.Kind, c.ID, d.Reason)
+	}
+	return "?"
+}
+
+// recordStore applies batches the way a Store must.
+type recordStore struct {
+	workers     map[string]plane.WorkerRecord
+	commands    map[string]plane.CommandRecord
+	invocations map[string]plane.InvocationRecord
+	execs       map[string]plane.ExecRecord
+	logs        map[string][]byte
+}
+
+func newRecordStore() *recordStore {
+	return &recordStore{workers: map[string]plane.WorkerRecord{}, commands: map[string]plane.CommandRecord{},
+		invocations: map[string]plane.InvocationRecord{}, execs: map[string]plane.ExecRecord{}, logs: map[string][]byte{}}
+}
+
+func (s *recordStore) apply(b *plane.Batch) {
+	for _, w := range b.Workers {
+		s.workers[w.ID] = w
+	}
+	for _, c := range b.Commands {
+		s.commands[c.ID] = c
+	}
+	for _, r := range b.Invocations {
+		s.invocations[r.ID] = r
+	}
+	for _, x := range b.Execs {
+		s.execs[x.ExecID] = x
+	}
+	for _, c := range b.Chunks {
+		if int64(len(s.logs[c.ExecID])) != c.Offset {
+			panic(fmt.Sprintf("chunk of %s at %d, log ends at %d", c.ExecID, c.Offset, len(s.logs[c.ExecID])))
+		}
+		s.logs[c.ExecID] = append(s.logs[c.ExecID], c.Data...)
+	}
+	for _, id := range b.DeleteCommands {
+		delete(s.commands, id)
+	}
+}
+
+func (s *recordStore) snapshot() plane.Snapshot {
+	var snap plane.Snapshot
+	for _, w := range s.workers {
+		snap.Workers = append(snap.Workers, w)
+	}
+	for _, c := range s.commands {
+		snap.Commands = append(snap.Commands, c)
+	}
+	for _, r := range s.invocations {
+		snap.Invocations = append(snap.Invocations, r)
+	}
+	for _, x := range s.execs {
+		snap.Execs = append(snap.Execs, x)
+	}
+	return snap
+}
+
+// storedOpts compares snapshots as sets; LastSeen is persisted lazily.
+var storedOpts = cmp.Options{
+	cmpopts.EquateEmpty(),
+	cmpopts.IgnoreFields(plane.WorkerRecord{}, "LastSeen"),
+	cmpopts.SortSlices(func(a, b plane.WorkerRecord) bool { return a.ID < b.ID }),
+	cmpopts.SortSlices(func(a, b plane.CommandRecord) bool { return a.ID < b.ID }),
+	cmpopts.SortSlices(func(a, b plane.InvocationRecord) bool { return a.ID < b.ID }),
+	cmpopts.SortSlices(func(a, b plane.ExecRecord) bool { return a.ExecID < b.ExecID }),
+}
