@@ -2,10 +2,239 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nymphd/nymph/hostio/daemonconfig"
+	"github.com/nymphd/nymph/hostio/daemonloop"
+	"github.com/nymphd/nymph/hostio/fifoclient"
+	"github.com/nymphd/nymph/hostio/hostprobe"
+	"github.com/nymphd/nymph/hostio/httpclient"
+	"github.com/nymphd/nymph/hostio/introspect"
+	"github.com/nymphd/nymph/hostio/shellexec"
+	"github.com/nymphd/nymph/hostio/spoolclient"
+	"github.com/nymphd/nymph/hostio/transport"
+	"github.com/nymphd/nymph/runners"
+	"github.com/nymphd/nymph/runners/builtin"
+	"github.com/nymphd/nymph/runners/docker"
+	"github.com/nymphd/nymph/runners/kube"
+	"github.com/nymphd/nymph/wirecore/daemon"
+	"github.com/nymphd/nymph/wirecore/wire"
 )
 
-func runDaemon(_ context.Context, env *cliEnv, _ []string) int {
-	fmt.Fprintln(env.stderr, "nymph daemon: not built yet")
-	return 1
+// cloudProbeEnv set to "off" skips the AWS and GCP metadata probes (for
+// tests and hosts where a 2-second metadata timeout at boot is unwanted).
+const cloudProbeEnv = "NYMPH_CLOUD_METADATA"
+
+func runDaemon(ctx context.Context, env *cliEnv, args []string) int {
+	fs := flag.NewFlagSet("nymph daemon", flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	flags := daemonconfig.Register(fs)
+	if err := fs.Parse(args); err != nil {
+		return flagStatus(err)
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(env.stderr, "nymph daemon: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	loaded, err := daemonconfig.Load(daemonconfig.Lookup{Explicit: flags.ConfigPath, Getenv: env.getenv})
+	if err == nil {
+		err = flags.Apply(&loaded.Config, env.getenv)
+	}
+	if err != nil {
+		fmt.Fprintf(env.stderr, "nymph daemon: %v\n", err)
+		return 1
+	}
+	cfg := loaded.Config
+	if flags.PrintConfig {
+		out, err := cfg.TOML()
+		if err != nil {
+			fmt.Fprintf(env.stderr, "nymph daemon: %v\n", err)
+			return 1
+		}
+		env.stdout.Write(out)
+		return 0
+	}
+	log := newLogger(env.stderr, cfg.Log)
+	if loaded.Path == "" {
+		log.Info("no config file found; using built-in defaults")
+	} else {
+		log.Info("config read", "path", loaded.Path)
+	}
+	for _, k := range loaded.Unknown {
+		log.Warn("unknown config key ignored", "key", k, "path", loaded.Path)
+	}
+	if cfg.Identity.Enabled {
+		log.Warn("[identity] enabled is not supported by this build; requests carry the bootstrap bearer only")
+	}
+	if cfg.Runtime.AutoUpdate {
+		log.Warn("[runtime] auto_update is not supported by this build; ignored")
+	}
+	return daemonMain(ctx, env, cfg, log)
+}
+
+func daemonMain(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, log *slog.Logger) int {
+	probeEnv := hostprobe.System(Version)
+	if env.getenv(cloudProbeEnv) == "off" {
+		probeEnv.AWSBase, probeEnv.GCPBase = "", ""
+	}
+	probed := hostprobe.Probe(ctx, probeEnv)
+	tags := hostprobe.MergeTags(cfg.Daemon.Tags, probed.Tags)
+	kinds := hostprobe.MergeRunners(cfg.Runtime.Runners, probed.Runners)
+	log.Info("host probed", "tags", tags, "runners", kinds)
+
+	if err := os.MkdirAll(cfg.Runtime.Workdir, 0o711); err != nil {
+		log.Warn("cannot create the workdir root", "workdir", cfg.Runtime.Workdir, "err", err)
+	}
+	tr, closeTransport, err := buildTransport(cfg, log)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "nymph daemon: %v\n", err)
+		return 1
+	}
+	defer closeTransport()
+
+	var board *introspect.Board // nil: the loop publishes nothing
+	if cfg.Introspect.Enabled {
+		board = &introspect.Board{}
+		srv, err := introspect.Listen(cfg.Introspect.Listen, board, log)
+		if err != nil {
+			log.Warn("introspection server not started", "err", err)
+		} else {
+			log.Info("introspection server listening", "addr", srv.Addr.String())
+			defer func() {
+				sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				defer cancel()
+				_ = srv.Close(sctx)
+			}()
+		}
+	}
+
+	hostname, _ := os.Hostname()
+	mcfg := daemon.Config{
+		MachineID: cfg.Daemon.MachineID, Hostname: hostname, Label: cfg.Daemon.Label,
+		Tags: tags, Lanes: cfg.Daemon.Lanes, Runners: kinds, Workdir: cfg.Runtime.Workdir,
+		Versions: probed.Versions, DaemonVersion: Version, DefaultRunner: cfg.Runtime.DefaultRunner,
+		Queue: cfg.Daemon.Queue, WaitMaxS: cfg.Poll.WaitMaxS, RetryMinS: cfg.Poll.RetryMinS,
+		RetryMaxS: cfg.Poll.RetryMaxS, MaxInvocations: cfg.Runtime.MaxInvocations,
+		KeepAliveS: cfg.Runtime.KeepAliveS, GraceS: cfg.Shutdown.GraceS,
+		// A relay cannot abandon a request in flight: wait for the parked
+		// poll's reply (the control plane answers it on the result or ack).
+		KeepPollOnWake: cfg.Server.Transport == "fifo" || cfg.Server.Transport == "spool",
+	}
+	// process is always built: setups run through it whatever the host offers.
+	offered, err := builtin.Runners(append([]string{runners.KindProcess}, kinds...), builtin.Options{
+		Docker: docker.Options{Entry: cfg.Runtime.ContainerEntry},
+		Kube:   kube.Options{Entry: cfg.Runtime.ContainerEntry},
+	})
+	if err != nil {
+		fmt.Fprintf(env.stderr, "nymph daemon: [runtime] runners: %v\n", err)
+		return 1
+	}
+	offered = append(offered, runners.BuildTagged()...)
+	registry := runners.NewRegistry(runners.Config{Root: cfg.Runtime.Workdir, Default: cfg.Runtime.DefaultRunner,
+		Entry: cfg.Runtime.Entry, Log: log}, offered...)
+
+	res := daemonloop.Run(ctx, daemonloop.Options{
+		Machine:     daemon.New(mcfg, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))),
+		Transport:   tr,
+		Runners:     registry,
+		ExecOptions: shellexec.Options{DefaultWorkdir: cfg.Runtime.Workdir, Logger: log},
+		Refresh: func(ctx context.Context) (wire.Capabilities, error) {
+			_, detected := hostprobe.Detect(ctx, probeEnv)
+			return wire.Capabilities{Runners: hostprobe.MergeRunners(cfg.Runtime.Runners, detected),
+				MaxInvocations: wire.Int(cfg.Runtime.MaxInvocations), Workdir: cfg.Runtime.Workdir}, nil
+		},
+		RelayedPolls: cfg.Server.Transport != "direct",
+		Signals:      signalKinds(ctx, env.signals),
+		Board:        board,
+		Versions:     probed.Versions,
+		Log:          log,
+	})
+	if res.Code != 0 {
+		fmt.Fprintf(env.stderr, "nymph daemon: %s\n", res.Reason)
+	} else {
+		log.Info("daemon exited", "reason", res.Reason)
+	}
+	return res.Code
+}
+
+// buildTransport picks the carrier named by [server] transport.
+func buildTransport(cfg daemonconfig.Config, log *slog.Logger) (transport.Transport, func(), error) {
+	token, err := httpclient.ReadToken(cfg.Server.TokenFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch cfg.Server.Transport {
+	case "direct":
+		c, err := httpclient.New(httpclient.Options{BaseURL: cfg.Server.URL, Token: token, Log: log})
+		if err != nil {
+			return nil, nil, err
+		}
+		return c, c.CloseIdle, nil
+	case "fifo":
+		c, err := fifoclient.New(fifoclient.Config{Dir: cfg.Server.RelayDir,
+			Replies: fifoclient.ReplyMode(cfg.Server.RelayReplies), Logger: log})
+		if err != nil {
+			return nil, nil, err
+		}
+		return daemonloop.RelayBearer(c, token), func() {}, nil
+	case "spool":
+		c, err := spoolclient.New(spoolclient.Config{Dir: cfg.Server.RelayDir,
+			Interval: time.Duration(cfg.Server.SpoolIntervalMS) * time.Millisecond, Logger: log})
+		if err != nil {
+			return nil, nil, err
+		}
+		return daemonloop.RelayBearer(c, token), func() {}, nil
+	}
+	return nil, nil, fmt.Errorf("[server] transport %q is not available in this build", cfg.Server.Transport)
+}
+
+// newLogger builds the daemon's slog logger: text by default, JSON with
+// [log] format = "json" or --log-format json.
+func newLogger(w io.Writer, c daemonconfig.Log) *slog.Logger {
+	var level slog.Level
+	switch strings.ToLower(c.Level) {
+	case "debug":
+		level = slog.LevelDebug
+	case "warn", "warning":
+		level = slog.LevelWarn
+	case "error":
+		level = slog.LevelError
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// signalKinds maps SIGTERM/SIGINT to the machine's signal kinds.
+func signalKinds(ctx context.Context, in <-chan os.Signal) <-chan daemon.SignalKind {
+	out := make(chan daemon.SignalKind, 4)
+	go func() {
+		for {
+			select {
+			case s := <-in:
+				kind := daemon.SignalTerm
+				if s == syscall.SIGINT || s == os.Interrupt {
+					kind = daemon.SignalInt
+				}
+				select {
+				case out <- kind:
+				case <-ctx.Done():
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
 }

@@ -1,0 +1,159 @@
+package daemonloop
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nymphd/nymph/hostio/shellexec"
+	"github.com/nymphd/nymph/wirecore/daemon"
+	"github.com/nymphd/nymph/wirecore/wire"
+)
+
+// BenchmarkBackToBackTrue compares, in one run, spawning `bash -c true`
+// directly with running the same command as back-to-back execs through
+// the daemon: machine + driver + shellexec against an in-process plane
+// that hands out the next exec only once the previous result arrived. The
+// daemon's rate divided by the direct rate is the loop's efficiency (goal:
+// at least 0.8). wake-µs is the mean time from an exec's exit to the next
+// poll reaching the plane. The shellexec line isolates the cost of the
+// exec adapter (pipes, process group, capture) from the loop's.
+func BenchmarkBackToBackTrue(b *testing.B) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		b.Skip("bash is needed")
+	}
+	b.Run("direct", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if err := exec.Command("bash", "-c", "true").Run(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// shellexec alone: what one exec costs before the loop adds anything.
+	b.Run("shellexec", func(b *testing.B) {
+		b.ReportAllocs()
+		opt := shellexec.Options{DefaultWorkdir: b.TempDir()}
+		for i := 0; i < b.N; i++ {
+			if r := shellexec.Run(context.Background(), wire.Exec{ExecID: "x", Command: "true"}, opt); r.ExitCode != 0 {
+				b.Fatalf("%+v", r)
+			}
+		}
+	})
+	b.Run("daemon", func(b *testing.B) {
+		b.ReportAllocs()
+		p := newPlane()
+		p.serial = true
+		for i := 0; i < b.N; i++ {
+			p.queue = append(p.queue, execCmd(fmt.Sprintf("e%d", i), "true", nil))
+		}
+		// Wake latency: the exit time of the last exec, consumed by the
+		// first poll that follows it.
+		var lastExit atomic.Int64
+		var wakeSum, wakes atomic.Int64
+		p.onPoll = func() {
+			if t := lastExit.Swap(0); t != 0 {
+				wakeSum.Add(time.Now().UnixNano() - t)
+				wakes.Add(1)
+			}
+		}
+		cfg := daemon.DefaultConfig()
+		cfg.MachineID, cfg.Hostname, cfg.Workdir = "bench", "bench", b.TempDir()
+		sigs := make(chan daemon.SignalKind, 1)
+		opt := Options{
+			Machine:   daemon.New(cfg, rand.New(rand.NewPCG(1, 2))),
+			Transport: p,
+			Exec: func(ctx context.Context, ex wire.Exec, o shellexec.Options) wire.ExecResult {
+				res := shellexec.Run(ctx, ex, o)
+				lastExit.Store(time.Now().UnixNano())
+				return res
+			},
+			ExecOptions: shellexec.Options{DefaultWorkdir: cfg.Workdir},
+			Signals:     sigs,
+		}
+		var wg sync.WaitGroup
+		var res Result
+		b.ResetTimer()
+		wg.Add(1)
+		go func() { defer wg.Done(); res = Run(context.Background(), opt) }()
+		deadline := time.Now().Add(10 * time.Minute)
+		for {
+			var n int
+			p.snapshot(func(p *plane) { n = len(p.results) })
+			if n == b.N {
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("only %d of %d execs finished", n, b.N)
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+		b.StopTimer()
+		sigs <- daemon.SignalTerm
+		wg.Wait()
+		if res.Code != 0 {
+			b.Fatalf("daemon exit %+v", res)
+		}
+		for id, r := range p.results {
+			if r.ExitCode != 0 {
+				b.Fatalf("exec %s: %+v", id, r)
+			}
+		}
+		if n := wakes.Load(); n > 0 {
+			b.ReportMetric(float64(wakeSum.Load())/float64(n)/1e3, "wake-µs")
+		}
+	})
+}
+
+// BenchmarkPairedTrue alternates, in every iteration, one direct `bash -c
+// true` and one exec of `true` through the daemon (pushed to the parked
+// poll, timed until its result reaches the plane), so that load from
+// other processes falls on both alike. rate-ratio is the daemon's exec
+// rate over the direct rate (goal: at least 0.8).
+func BenchmarkPairedTrue(b *testing.B) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		b.Skip("bash is needed")
+	}
+	p := newPlane()
+	cfg := daemon.DefaultConfig()
+	cfg.MachineID, cfg.Hostname, cfg.Workdir = "bench", "bench", b.TempDir()
+	sigs := make(chan daemon.SignalKind, 1)
+	opt := Options{
+		Machine:     daemon.New(cfg, rand.New(rand.NewPCG(1, 2))),
+		Transport:   p,
+		ExecOptions: shellexec.Options{DefaultWorkdir: cfg.Workdir},
+		Signals:     sigs,
+	}
+	done := make(chan Result, 1)
+	go func() { done <- Run(context.Background(), opt) }()
+	p.waitUntil(func(p *plane) bool { return len(p.polls) > 0 })
+	b.ReportAllocs()
+	var direct, viaDaemon time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		if err := exec.Command("bash", "-c", "true").Run(); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		id := fmt.Sprintf("p%d", i)
+		p.push(execCmd(id, "true", nil))
+		p.waitUntil(func(p *plane) bool { _, ok := p.results[id]; return ok })
+		t2 := time.Now()
+		direct += t1.Sub(t0)
+		viaDaemon += t2.Sub(t1)
+	}
+	b.StopTimer()
+	sigs <- daemon.SignalTerm
+	if r := <-done; r.Code != 0 {
+		b.Fatalf("daemon exit %+v", r)
+	}
+	b.ReportMetric(float64(direct.Microseconds())/float64(b.N), "direct-µs/exec")
+	b.ReportMetric(float64(viaDaemon.Microseconds())/float64(b.N), "daemon-µs/exec")
+	b.ReportMetric(float64(direct)/float64(viaDaemon), "rate-ratio")
+}

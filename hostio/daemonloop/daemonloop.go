@@ -1,0 +1,568 @@
+// Package daemonloop drives the daemon state machine (wirecore/daemon): it
+// feeds it events — responses, exits, timer fires, signals — one at a time
+// from a single goroutine, and carries out the effects it returns with the
+// hostio adapters: the transport for hello, poll, acks, results and log
+// chunks, shellexec for execs, the runner registry for runs and setups,
+// real timers, and the introspection board.
+//
+// It decides nothing about the protocol: when to poll, how long to back
+// off, when to drain or exit are the machine's. It decides only how each
+// effect becomes I/O: at most one poll in flight and cancellable, execs and
+// runs in their own goroutines, setups on one serial worker, posts on the
+// control lane with failures reported back rather than retried here.
+package daemonloop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nymphd/nymph/hostio/introspect"
+	"github.com/nymphd/nymph/hostio/shellexec"
+	"github.com/nymphd/nymph/hostio/transport"
+	"github.com/nymphd/nymph/runners"
+	"github.com/nymphd/nymph/wirecore/daemon"
+	"github.com/nymphd/nymph/wirecore/wire"
+)
+
+// Machine is the state machine the loop drives; *daemon.Machine is one.
+type Machine interface {
+	Step(now time.Time, ev daemon.Event) []daemon.Effect
+	Status() daemon.Status
+}
+
+// Clock is the loop's only source of time.
+type Clock interface {
+	Now() time.Time
+	// AfterFunc calls f in its own goroutine after d.
+	AfterFunc(d time.Duration, f func()) Timer
+}
+
+// Timer is an armed AfterFunc.
+type Timer interface{ Stop() bool }
+
+// SystemClock is the real clock.
+type SystemClock struct{}
+
+// Now implements Clock.
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// AfterFunc implements Clock.
+func (SystemClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+
+// ExecFunc runs one exec to completion (shellexec.Run).
+type ExecFunc func(ctx context.Context, ex wire.Exec, opt shellexec.Options) wire.ExecResult
+
+// Options are the loop's collaborators. Machine and Transport are
+// required; everything else has a working default or is optional.
+type Options struct {
+	Machine   Machine
+	Transport transport.Transport
+	// Runners carries runs and setups through the workdir contract; nil
+	// fails every run with RunnerUnavailable.
+	Runners *runners.Registry
+	// Exec defaults to shellexec.Run; ExecOptions are passed to it, with
+	// the chunk poster filled in by the loop.
+	Exec        ExecFunc
+	ExecOptions shellexec.Options
+	// Refresh re-runs host detection after a setup with
+	// refresh_capabilities; nil answers with an error.
+	Refresh func(ctx context.Context) (wire.Capabilities, error)
+	// Signals delivers SIGTERM/SIGINT, already mapped to the core's kinds.
+	Signals <-chan daemon.SignalKind
+	Clock   Clock
+	// RelayedPolls is set when the transport cannot withdraw a request it
+	// has sent (fifo, spool): cancelling only abandons the reply, while the
+	// relay keeps the upstream poll parked and the control plane may still
+	// hand it commands. The loop then never cancels a poll: a poll the
+	// machine cancelled is left to finish, and the commands it brings are
+	// still fed back (and run). The relay serves one request per lane at a
+	// time, so the wake poll simply queues behind it.
+	RelayedPolls bool
+	// Board, when set, receives a snapshot after every step.
+	Board    *introspect.Board
+	Versions wire.Versions
+	Log      *slog.Logger
+}
+
+// Result is how the loop ended.
+type Result struct {
+	Code   int
+	Reason string
+}
+
+// driver is the state of one Run.
+type driver struct {
+	opt   Options
+	clock Clock
+	log   *slog.Logger
+	// events carries daemon.Events and the loop's own wrappers (pollDone,
+	// runDone) from every goroutine to the loop.
+	events chan any
+	done   chan struct{}
+
+	polls  map[uint64]context.CancelFunc
+	timers map[daemon.TimerID]armed
+
+	// work is the parent of every exec, run and setup: CancelInFlight
+	// cancels it. bg is the parent of posts and polls: Exit cancels it.
+	work, bg             context.Context
+	cancelWork, cancelBg context.CancelFunc
+
+	setups chan daemon.StartSetup
+
+	backoffUntil time.Time
+	runOutcomes  map[string]uint64
+}
+
+// Run drives the machine from Boot until it emits Exit, ctx ends (an
+// immediate stop, code 1), and returns the exit code and reason.
+func Run(ctx context.Context, opt Options) Result {
+	d := newDriver(opt)
+	defer d.stop()
+	var ev daemon.Event = daemon.Boot{}
+	for {
+		for _, eff := range d.opt.Machine.Step(d.clock.Now(), ev) {
+			if exit, ok := eff.(daemon.Exit); ok {
+				d.publish()
+				return Result{Code: exit.Code, Reason: exit.Reason}
+			}
+			d.do(eff)
+		}
+		d.publish()
+		select {
+		case x := <-d.events:
+			ev = d.unwrap(x)
+		case s := <-d.opt.Signals:
+			d.log.Info("signal received", "signal", string(s))
+			ev = daemon.Signal{Kind: s}
+		case <-ctx.Done():
+			return Result{Code: 1, Reason: "stopped: " + context.Cause(ctx).Error()}
+		}
+	}
+}
+
+// unwrap does the loop's own bookkeeping for an event and returns what
+// the machine is fed.
+func (d *driver) unwrap(x any) daemon.Event {
+	switch e := x.(type) {
+	case pollDone:
+		e.cancel()
+		delete(d.polls, e.res.Seq)
+		return e.res
+	case runDone:
+		d.runOutcomes[e.res.State]++
+		return e.res
+	case daemon.TimerFired:
+		d.timerFired(e)
+		return e
+	}
+	return x.(daemon.Event)
+}
+
+func newDriver(opt Options) *driver {
+	if opt.Clock == nil {
+		opt.Clock = SystemClock{}
+	}
+	if opt.Log == nil {
+		opt.Log = slog.New(slog.DiscardHandler)
+	}
+	if opt.Exec == nil {
+		opt.Exec = shellexec.Run
+	}
+	d := &driver{
+		opt:         opt,
+		clock:       opt.Clock,
+		log:         opt.Log,
+		events:      make(chan any, 64),
+		done:        make(chan struct{}),
+		polls:       map[uint64]context.CancelFunc{},
+		timers:      map[daemon.TimerID]armed{},
+		setups:      make(chan daemon.StartSetup, 256),
+		runOutcomes: map[string]uint64{},
+	}
+	d.work, d.cancelWork = context.WithCancel(context.Background())
+	d.bg, d.cancelBg = context.WithCancel(context.Background())
+	d.opt.ExecOptions.Poster = chunkPoster{d}
+	if d.opt.ExecOptions.Logger == nil {
+		d.opt.ExecOptions.Logger = opt.Log
+	}
+	go d.setupWorker()
+	return d
+}
+
+// stop cancels whatever is still outstanding. It does not wait for
+// children killed by the cancellation: an exit must not hang on them.
+func (d *driver) stop() {
+	close(d.done)
+	for _, a := range d.timers {
+		a.t.Stop()
+	}
+	d.cancelBg()
+	d.cancelWork()
+}
+
+// feed hands an event to the loop; after the loop ended it is dropped.
+func (d *driver) feed(ev any) {
+	select {
+	case d.events <- ev:
+	case <-d.done:
+	}
+}
+
+func (d *driver) publish() {
+	if d.opt.Board == nil {
+		return
+	}
+	snap := introspect.Snapshot{Status: d.opt.Machine.Status(), Versions: d.opt.Versions,
+		RunOutcomes: make(map[string]uint64, len(d.runOutcomes))}
+	for k, v := range d.runOutcomes {
+		snap.RunOutcomes[k] = v
+	}
+	if wait := d.backoffUntil.Sub(d.clock.Now()); wait > 0 {
+		snap.BackoffS = wait.Seconds()
+	}
+	d.opt.Board.Publish(snap)
+}
+
+// do carries out one effect without blocking the loop.
+func (d *driver) do(eff daemon.Effect) {
+	switch e := eff.(type) {
+	case daemon.SendHello:
+		d.sendHello(e)
+	case daemon.SendPoll:
+		d.sendPoll(e)
+	case daemon.CancelPoll:
+		if cancel, ok := d.polls[e.Seq]; ok && !d.opt.RelayedPolls {
+			cancel()
+		}
+	case daemon.StartExec:
+		d.startExec(e)
+	case daemon.StartRun:
+		d.startRun(e)
+	case daemon.StartSetup:
+		select {
+		case d.setups <- e:
+		default:
+			go func() {
+				select {
+				case d.setups <- e:
+				case <-d.done:
+				}
+			}()
+		}
+	case daemon.CancelInFlight:
+		d.log.Warn("cancelling in-flight work")
+		d.cancelWork()
+	case daemon.PostExecResult:
+		d.postExecResult(e)
+	case daemon.PostAck:
+		d.postAck(e)
+	case daemon.SetTimer:
+		d.setTimer(e)
+	case daemon.CancelTimer:
+		if a, ok := d.timers[e.ID]; ok {
+			a.t.Stop()
+			delete(d.timers, e.ID)
+		}
+		if e.ID == daemon.TimerBackoff {
+			d.backoffUntil = time.Time{}
+		}
+	case daemon.ReportState:
+		d.log.Info("daemon state", "state", e.State)
+	case daemon.Log:
+		d.log.LogAttrs(context.Background(), e.Level, e.Msg, e.Attrs...)
+	case daemon.RefreshCapabilities:
+		d.refresh(e)
+	case daemon.StartOTA:
+		d.log.Warn("ota_update is not supported by this build; skipped",
+			"command_id", e.CommandID, "version", e.Update.Version)
+	case daemon.RotateKey:
+		d.log.Warn("rotate_key needs an identity, which this build does not have; skipped", "command_id", e.CommandID)
+	default:
+		d.log.Warn("unknown effect skipped", "effect", fmt.Sprintf("%T", eff))
+	}
+}
+
+// ---------------------------------------------------------------- timers
+
+// armed is one armed timer and the deadline it was armed for.
+type armed struct {
+	t  Timer
+	at time.Time
+}
+
+func (d *driver) setTimer(e daemon.SetTimer) {
+	if a, ok := d.timers[e.ID]; ok {
+		a.t.Stop()
+	}
+	if e.ID == daemon.TimerBackoff {
+		d.backoffUntil = e.At
+	}
+	ev := daemon.TimerFired(e)
+	d.timers[e.ID] = armed{t: d.clock.AfterFunc(e.At.Sub(d.clock.Now()), func() { d.feed(ev) }), at: e.At}
+}
+
+// timerFired forgets a timer that fired, unless it was re-armed since
+// (then the fire is stale, and the machine recognises it by At).
+func (d *driver) timerFired(t daemon.TimerFired) {
+	if a, ok := d.timers[t.ID]; ok && a.at.Equal(t.At) {
+		delete(d.timers, t.ID)
+		if t.ID == daemon.TimerBackoff {
+			d.backoffUntil = time.Time{}
+		}
+	}
+}
+
+// ---------------------------------------------------------------- requests
+
+// roundTrip posts body and checks the status; a non-2xx is an error.
+func (d *driver) post(ctx context.Context, lane transport.Lane, endpoint string, body []byte) error {
+	req := &transport.Request{Endpoint: endpoint, Body: body, Lane: lane}
+	resp, err := d.opt.Transport.RoundTrip(ctx, req)
+	if err != nil {
+		return err
+	}
+	return transport.Check(req, resp)
+}
+
+func (d *driver) sendHello(e daemon.SendHello) {
+	body, err := e.Request.MarshalMsg(nil)
+	if err != nil {
+		d.feed(daemon.HelloResult{Err: fmt.Errorf("daemonloop: encode hello: %w", err)})
+		return
+	}
+	d.log.Info("hello", "machine_id", e.Request.MachineID, "tags", e.Request.Tags, "runners", e.Request.Capabilities.Runners)
+	go func() {
+		req := &transport.Request{Endpoint: wire.PathHello, Body: body, Lane: transport.LaneControl}
+		resp, err := d.opt.Transport.RoundTrip(d.bg, req)
+		res := daemon.HelloResult{Err: err}
+		if err == nil {
+			res.Status = resp.Status
+			if ok2xx(resp.Status) {
+				var hr wire.HelloResponse
+				if _, derr := hr.UnmarshalMsg(resp.Body); derr != nil {
+					res.Err = fmt.Errorf("daemonloop: decode hello response: %w", derr)
+				} else {
+					res.Response = &hr
+				}
+			} else {
+				res.Body = resp.Body
+			}
+		}
+		d.feed(res)
+	}()
+}
+
+func (d *driver) sendPoll(e daemon.SendPoll) {
+	body, err := e.Request.MarshalMsg(nil)
+	if err != nil {
+		d.feed(daemon.PollResult{Seq: e.Seq, Err: fmt.Errorf("daemonloop: encode poll: %w", err)})
+		return
+	}
+	ctx, cancel := context.WithCancel(d.bg)
+	d.polls[e.Seq] = cancel
+	go func() {
+		req := &transport.Request{Endpoint: wire.PathPoll, Body: body, Lane: transport.LanePoll}
+		resp, err := d.opt.Transport.RoundTrip(ctx, req)
+		res := daemon.PollResult{Seq: e.Seq, Err: err}
+		if err == nil {
+			res.Status = resp.Status
+			if ok2xx(resp.Status) {
+				var pr wire.PollResponse
+				if _, derr := pr.UnmarshalMsg(resp.Body); derr != nil {
+					res.Err = fmt.Errorf("daemonloop: decode poll response: %w", derr)
+				} else {
+					res.Response = &pr
+				}
+			} else {
+				res.Body = resp.Body
+			}
+		}
+		d.feed(pollDone{res: res, cancel: cancel})
+	}()
+}
+
+// pollDone wraps a PollResult so the loop can forget the poll's cancel
+// func before the machine sees the result.
+type pollDone struct {
+	res    daemon.PollResult
+	cancel context.CancelFunc
+}
+
+func (d *driver) postExecResult(e daemon.PostExecResult) {
+	body, err := e.Result.MarshalMsg(nil)
+	if err != nil {
+		d.feed(daemon.ResultPosted{ExecID: e.ExecID, Err: fmt.Errorf("daemonloop: encode exec result: %w", err)})
+		return
+	}
+	endpoint := "/v1/daemon/exec/" + url.PathEscape(e.ExecID) + "/result"
+	go func() {
+		d.feed(daemon.ResultPosted{ExecID: e.ExecID, Err: d.post(d.bg, transport.LaneControl, endpoint, body)})
+	}()
+}
+
+func (d *driver) postAck(e daemon.PostAck) {
+	body, err := e.Ack.MarshalMsg(nil)
+	if err != nil {
+		d.feed(daemon.AckPosted{InvocationID: e.Ack.InvocationID, Err: fmt.Errorf("daemonloop: encode ack: %w", err)})
+		return
+	}
+	go func() {
+		d.feed(daemon.AckPosted{InvocationID: e.Ack.InvocationID, Err: d.post(d.bg, transport.LaneControl, wire.PathAck, body)})
+	}()
+}
+
+func ok2xx(status int) bool { return status >= 200 && status <= 299 }
+
+// chunkPoster posts a streaming exec's raw log bytes on the control lane.
+type chunkPoster struct{ d *driver }
+
+func (p chunkPoster) PostChunk(ctx context.Context, url string, data []byte) error {
+	req := &transport.Request{Endpoint: url, ContentType: wire.ContentTypeOctets, Body: data, Lane: transport.LaneControl}
+	resp, err := p.d.opt.Transport.RoundTrip(ctx, req)
+	if err != nil {
+		return err
+	}
+	return transport.Check(req, resp)
+}
+
+// ---------------------------------------------------------------- work
+
+func (d *driver) startExec(e daemon.StartExec) {
+	d.log.Debug("exec start", "exec_id", e.Exec.ExecID, "command_id", e.CommandID)
+	go func() {
+		res := d.opt.Exec(d.work, e.Exec, d.opt.ExecOptions)
+		d.feed(daemon.ExecFinished{ExecID: e.Exec.ExecID, Result: res})
+	}()
+}
+
+func (d *driver) startRun(e daemon.StartRun) {
+	log := d.log.With("invocation_id", e.Run.InvocationID, "runner", e.Kind)
+	log.Info("run start")
+	go func() {
+		run := e.Run
+		// The machine already resolved the kind (default, alias).
+		run.RunConfig.Runner = e.Kind
+		var o runners.Outcome
+		if d.opt.Runners == nil {
+			o = runners.Outcome{State: wire.StateFailed, Error: &wire.ErrorInfo{
+				TypeName: wire.ErrTypeRunnerUnavailable, Message: "no runners configured"}}
+		} else {
+			o = d.opt.Runners.Execute(d.work, run)
+		}
+		log.Info("run end", "state", o.State)
+		d.feed(runDone{res: daemon.RunFinished{InvocationID: e.Run.InvocationID, State: o.State,
+			ResultBlob: o.ResultBlob, Error: o.Error}})
+	}()
+}
+
+// runDone lets the loop count run outcomes before the machine sees them.
+type runDone struct {
+	res daemon.RunFinished
+}
+
+// setupWorker runs setups one after another, in the order they came.
+func (d *driver) setupWorker() {
+	for {
+		select {
+		case e := <-d.setups:
+			d.feed(d.runSetup(e))
+		case <-d.done:
+			return
+		}
+	}
+}
+
+func (d *driver) runSetup(e daemon.StartSetup) daemon.SetupFinished {
+	log := d.log.With("command_id", e.CommandID)
+	log.Info("setup start", "workdir", e.Workdir)
+	if d.opt.Runners == nil {
+		return daemon.SetupFinished{CommandID: e.CommandID, Err: errors.New("no runners configured")}
+	}
+	run := e.Run
+	// A setup always runs under the process runner, whatever the default.
+	run.RunConfig.Runner = runners.KindProcess
+	o := d.opt.Runners.ExecuteIn(d.work, run, filepath.Base(e.Workdir))
+	res := setupResult(e.CommandID, o)
+	log.Info("setup end", "state", o.State, "exit_code", res.ExitCode)
+	return res
+}
+
+// setupResult turns a process-runner outcome into the exit status the
+// machine reports: a script's failure message is "exit status N".
+func setupResult(commandID string, o runners.Outcome) daemon.SetupFinished {
+	res := daemon.SetupFinished{CommandID: commandID}
+	switch {
+	case o.State == wire.StateSucceeded:
+	case o.State == wire.StateKilled:
+		res.Killed = true
+		res.ExitCode = -1
+	case o.Error != nil && o.Error.TypeName == wire.ErrTypeScriptFailed:
+		if n, err := strconv.Atoi(strings.TrimPrefix(o.Error.Message, "exit status ")); err == nil {
+			res.ExitCode = n
+		} else {
+			// "signal: killed" and the like: not a normal exit.
+			res.ExitCode = -1
+			res.Err = errors.New(o.Error.Message)
+		}
+	default:
+		res.ExitCode = -1
+		msg := "setup failed"
+		if o.Error != nil {
+			msg = o.Error.TypeName + ": " + o.Error.Message
+		}
+		res.Err = errors.New(msg)
+	}
+	return res
+}
+
+func (d *driver) refresh(e daemon.RefreshCapabilities) {
+	go func() {
+		if d.opt.Refresh == nil {
+			d.feed(daemon.CapabilitiesRefreshed{CommandID: e.CommandID, Err: errors.New("capability refresh not configured")})
+			return
+		}
+		caps, err := d.opt.Refresh(d.bg)
+		d.feed(daemon.CapabilitiesRefreshed{CommandID: e.CommandID, Capabilities: caps, Err: err})
+	}()
+}
+
+// HeaderDaemonAuthorization carries the daemon's bootstrap bearer through a
+// relay, which keeps Authorization for its own token.
+const HeaderDaemonAuthorization = "X-LS-Daemon-Authorization"
+
+// RelayBearer wraps a relay transport (fifo, spool) so that every request
+// carries the daemon's bootstrap bearer in X-LS-Daemon-Authorization. An
+// empty token returns t unchanged.
+func RelayBearer(t transport.Transport, token string) transport.Transport {
+	if token == "" {
+		return t
+	}
+	return relayBearer{t: t, value: "Bearer " + token}
+}
+
+type relayBearer struct {
+	t     transport.Transport
+	value string
+}
+
+func (r relayBearer) RoundTrip(ctx context.Context, req *transport.Request) (*transport.Response, error) {
+	// A log sink on another origin is not the control plane's: no bearer.
+	if strings.Contains(req.Endpoint, "://") {
+		return r.t.RoundTrip(ctx, req)
+	}
+	cp := *req
+	cp.Headers = make(map[string]string, len(req.Headers)+1)
+	for k, v := range req.Headers {
+		cp.Headers[k] = v
+	}
+	cp.Headers[HeaderDaemonAuthorization] = r.value
+	return r.t.RoundTrip(ctx, &cp)
+}

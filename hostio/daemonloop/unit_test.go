@@ -1,0 +1,218 @@
+package daemonloop
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/nymphd/nymph/hostio/transport"
+	"github.com/nymphd/nymph/runners"
+	"github.com/nymphd/nymph/wirecore/daemon"
+	"github.com/nymphd/nymph/wirecore/wire"
+)
+
+func TestSetupResult(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		o    runners.Outcome
+		want daemon.SetupFinished
+		err  bool
+	}{
+		{"success", runners.Outcome{State: wire.StateSucceeded}, daemon.SetupFinished{CommandID: "c"}, false},
+		{"exit status", runners.Failed(wire.ErrTypeScriptFailed, "exit status 7"), daemon.SetupFinished{CommandID: "c", ExitCode: 7}, false},
+		{"signal", runners.Failed(wire.ErrTypeScriptFailed, "signal: killed"), daemon.SetupFinished{CommandID: "c", ExitCode: -1}, true},
+		{"killed", runners.Killed(), daemon.SetupFinished{CommandID: "c", ExitCode: -1, Killed: true}, false},
+		{"spawn failure", runners.Failed(wire.ErrTypeDaemon, "no bash"), daemon.SetupFinished{CommandID: "c", ExitCode: -1}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := setupResult("c", tc.o)
+			if (got.Err != nil) != tc.err {
+				t.Fatalf("err = %v, want error %v", got.Err, tc.err)
+			}
+			if diff := cmp.Diff(tc.want, got, cmpopts.IgnoreFields(daemon.SetupFinished{}, "Err")); diff != "" {
+				t.Fatalf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+type recordingTransport struct{ got []*transport.Request }
+
+func (r *recordingTransport) RoundTrip(_ context.Context, req *transport.Request) (*transport.Response, error) {
+	r.got = append(r.got, req)
+	return &transport.Response{Status: 200}, nil
+}
+
+func TestRelayBearer(t *testing.T) {
+	rec := &recordingTransport{}
+	tr := RelayBearer(rec, "tok")
+	orig := map[string]string{"X-LS-Signature": "s"}
+	tr.RoundTrip(context.Background(), &transport.Request{Endpoint: wire.PathPoll, Headers: orig})
+	tr.RoundTrip(context.Background(), &transport.Request{Endpoint: "https://sink.example/chunk"})
+	if h := rec.got[0].Headers; h[HeaderDaemonAuthorization] != "Bearer tok" || h["X-LS-Signature"] != "s" {
+		t.Fatalf("plane request headers %v", h)
+	}
+	if len(orig) != 1 {
+		t.Fatalf("caller's header map modified: %v", orig)
+	}
+	if h := rec.got[1].Headers; h[HeaderDaemonAuthorization] != "" {
+		t.Fatalf("foreign sink got the bearer: %v", h)
+	}
+	if RelayBearer(rec, "") != transport.Transport(rec) {
+		t.Fatal("empty token should not wrap")
+	}
+}
+
+// fakeClock fires AfterFunc callbacks only when the test advances it.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*fakeTimer
+}
+
+type fakeTimer struct {
+	c       *fakeClock
+	at      time.Time
+	f       func()
+	stopped bool
+}
+
+func (t *fakeTimer) Stop() bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	was := !t.stopped
+	t.stopped = true
+	return was
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) Timer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &fakeTimer{c: c, at: c.now.Add(d), f: f}
+	c.timers = append(c.timers, t)
+	return t
+}
+
+// next reports the earliest live timer's deadline.
+func (c *fakeClock) next() (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var best time.Time
+	for _, t := range c.timers {
+		if !t.stopped && (best.IsZero() || t.at.Before(best)) {
+			best = t.at
+		}
+	}
+	return best, !best.IsZero()
+}
+
+func (c *fakeClock) advanceTo(at time.Time) {
+	c.mu.Lock()
+	c.now = at
+	var due []func()
+	for _, t := range c.timers {
+		if !t.stopped && !t.at.After(at) {
+			t.stopped = true
+			due = append(due, t.f)
+		}
+	}
+	c.mu.Unlock()
+	for _, f := range due {
+		go f()
+	}
+}
+
+// flakyPlane refuses the first hello (no response at all), then welcomes.
+type flakyPlane struct {
+	mu     sync.Mutex
+	hellos []time.Time
+	clock  *fakeClock
+	polled chan struct{}
+}
+
+func (f *flakyPlane) RoundTrip(ctx context.Context, req *transport.Request) (*transport.Response, error) {
+	switch req.Endpoint {
+	case wire.PathHello:
+		f.mu.Lock()
+		f.hellos = append(f.hellos, f.clock.Now())
+		n := len(f.hellos)
+		f.mu.Unlock()
+		if n == 1 {
+			return nil, errors.New("connection refused")
+		}
+		id := "w"
+		b, _ := (&wire.HelloResponse{WorkerID: &id}).MarshalMsg(nil)
+		return &transport.Response{Status: 200, Body: b}, nil
+	case wire.PathPoll:
+		select {
+		case f.polled <- struct{}{}:
+		default:
+		}
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return &transport.Response{Status: 404}, nil
+}
+
+func TestBackoffTimerUsesInjectedClock(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := &fakeClock{now: start}
+	fp := &flakyPlane{clock: clock, polled: make(chan struct{}, 1)}
+	cfg := daemon.DefaultConfig()
+	cfg.MachineID, cfg.Workdir = "m", t.TempDir()
+	cfg.RetryMinS, cfg.RetryMaxS = 5, 60
+	sigs := make(chan daemon.SignalKind, 3)
+	done := make(chan Result, 1)
+	go func() {
+		done <- Run(context.Background(), Options{Machine: daemon.New(cfg, rand.New(rand.NewPCG(1, 2))),
+			Transport: fp, Clock: clock, Signals: sigs})
+	}()
+	// The failed hello arms the backoff timer on the fake clock; nothing
+	// else happens until the test moves the clock.
+	var at time.Time
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var ok bool
+		if at, ok = clock.next(); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no backoff timer armed after the failed hello")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if wait := at.Sub(start); wait < 5*time.Second || wait > 10*time.Second {
+		t.Fatalf("backoff %v, want retry_min_s 5 plus at most 5 s of jitter", wait)
+	}
+	clock.advanceTo(at)
+	select {
+	case <-fp.polled:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no poll after the retried hello")
+	}
+	fp.mu.Lock()
+	if len(fp.hellos) != 2 || !fp.hellos[1].Equal(at) {
+		t.Errorf("hellos at %v, want the retry at %v", fp.hellos, at)
+	}
+	fp.mu.Unlock()
+	sigs <- daemon.SignalTerm
+	select {
+	case r := <-done:
+		if r.Code != 0 {
+			t.Fatalf("exit %+v", r)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no exit after SIGTERM")
+	}
+}

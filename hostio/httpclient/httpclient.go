@@ -1,0 +1,181 @@
+// Package httpclient is the direct transport: each transport.Request becomes
+// one HTTP POST to the control plane (spec 001, "Transport and framing").
+//
+// It decides the headers (msgpack both ways, octet-stream for raw log
+// chunks, the bootstrap bearer), the timeouts of the HTTP client, how an
+// endpoint is joined to the base URL, and that the bearer only ever goes to
+// the control plane's own origin. It does not decide what a status means:
+// a non-2xx answer comes back as a Response for the caller to judge with
+// transport.Check.
+package httpclient
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nymphd/nymph/hostio/transport"
+	"github.com/nymphd/nymph/wirecore/wire"
+)
+
+// Timeouts of protocol "1".
+const (
+	RequestTimeout  = 120 * time.Second
+	IdleConnTimeout = 90 * time.Second
+)
+
+// maxResponseBytes bounds what one answer may hold; the largest legitimate
+// reply (a poll full of commands) is far below it.
+const maxResponseBytes = 256 << 20
+
+// Options configure a Client.
+type Options struct {
+	// BaseURL is [server] url, e.g. "https://plane.example:8443" or
+	// "http://127.0.0.1:8080/prefix".
+	BaseURL string
+	// Token is the bootstrap bearer, already read and trimmed; empty sends
+	// no Authorization header.
+	Token string
+	// HTTPClient replaces the default client (tests); its Timeout is kept.
+	HTTPClient *http.Client
+	Log        *slog.Logger
+}
+
+// Client implements transport.Transport over HTTP.
+type Client struct {
+	base   *url.URL
+	token  string
+	client *http.Client
+}
+
+var _ transport.Transport = (*Client)(nil)
+
+// New validates the base URL and builds the client. A plain http:// URL to
+// a host that is not loopback is allowed (tests, private networks) but
+// warned about once, here.
+func New(opts Options) (*Client, error) {
+	base, err := url.Parse(strings.TrimSpace(opts.BaseURL))
+	if err != nil {
+		return nil, fmt.Errorf("httpclient: parse server url %q: %w", opts.BaseURL, err)
+	}
+	if (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return nil, fmt.Errorf("httpclient: server url %q: want http:// or https:// with a host", opts.BaseURL)
+	}
+	log := opts.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if base.Scheme == "http" && !IsLoopbackHost(base.Hostname()) {
+		log.Warn("server url is plain http to a non-loopback host; the bearer travels unencrypted", "url", base.Redacted())
+	}
+	hc := opts.HTTPClient
+	if hc == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.IdleConnTimeout = IdleConnTimeout
+		tr.MaxIdleConnsPerHost = 16
+		hc = &http.Client{Transport: tr, Timeout: RequestTimeout}
+	}
+	return &Client{base: base, token: opts.Token, client: hc}, nil
+}
+
+// ReadToken reads a token file and trims surrounding whitespace. An empty
+// path means no token.
+func ReadToken(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("httpclient: read token file %s: %w", path, err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// IsLoopbackHost reports whether host names this machine: "localhost" or a
+// loopback IP.
+func IsLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// URL resolves an endpoint: a full http(s) URL is used as is; a path is
+// joined to the base URL with exactly one slash between them.
+func (c *Client) URL(endpoint string) (*url.URL, error) {
+	if strings.HasPrefix(endpoint, "http://") || strings.HasPrefix(endpoint, "https://") {
+		u, err := url.Parse(endpoint)
+		if err != nil {
+			return nil, fmt.Errorf("httpclient: parse endpoint %q: %w", endpoint, err)
+		}
+		return u, nil
+	}
+	u := *c.base
+	u.Path = strings.TrimRight(c.base.Path, "/") + "/" + strings.TrimLeft(endpoint, "/")
+	u.RawPath = ""
+	u.RawQuery = c.base.RawQuery
+	return &u, nil
+}
+
+// sameOrigin reports whether u is the control plane's own origin — the only
+// place the bearer may go.
+func (c *Client) sameOrigin(u *url.URL) bool {
+	return strings.EqualFold(u.Scheme, c.base.Scheme) && strings.EqualFold(u.Host, c.base.Host)
+}
+
+// RoundTrip posts one request. A response of any status is returned as a
+// Response; an error means no response arrived.
+func (c *Client) RoundTrip(ctx context.Context, req *transport.Request) (*transport.Response, error) {
+	u, err := c.URL(req.Endpoint)
+	if err != nil {
+		return nil, err
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(req.Body))
+	if err != nil {
+		return nil, fmt.Errorf("httpclient: POST %s: %w", req.Endpoint, err)
+	}
+	ct := req.ContentType
+	if ct == "" {
+		ct = wire.ContentTypeMsgpack
+	}
+	hreq.Header.Set("Content-Type", ct)
+	hreq.Header.Set("Accept", wire.ContentTypeMsgpack)
+	for k, v := range req.Headers {
+		// Only the signature headers may be added; the bearer is ours to set.
+		if strings.EqualFold(k, "Authorization") {
+			continue
+		}
+		hreq.Header.Set(k, v)
+	}
+	if c.token != "" && c.sameOrigin(u) {
+		hreq.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	hresp, err := c.client.Do(hreq)
+	if err != nil {
+		return nil, fmt.Errorf("httpclient: POST %s: %w", req.Endpoint, err)
+	}
+	defer hresp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(hresp.Body, maxResponseBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("httpclient: POST %s: read body: %w", req.Endpoint, err)
+	}
+	if len(body) > maxResponseBytes {
+		return nil, fmt.Errorf("httpclient: POST %s: %w", req.Endpoint, errTooLarge)
+	}
+	return &transport.Response{Status: hresp.StatusCode, ContentType: hresp.Header.Get("Content-Type"), Body: body}, nil
+}
+
+var errTooLarge = errors.New("response larger than 256 MiB")
+
+// CloseIdle drops pooled connections (at exit, so nothing lingers).
+func (c *Client) CloseIdle() { c.client.CloseIdleConnections() }

@@ -1,0 +1,265 @@
+// Package docker is the `docker` runner and its `gvisor` variant (the same
+// runner with --runtime=runsc): the entry program in a container, the
+// invocation workdir bind-mounted at /workspace.
+//
+// It decides the docker argv, the registry login, and how a container is
+// stopped when the daemon's shutdown grace expires. It does not decide the
+// outcome rule or the workdir's lifetime: package runners does.
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nymphd/nymph/hostio/shellexec"
+	"github.com/nymphd/nymph/runners"
+	"github.com/nymphd/nymph/wirecore/wire"
+)
+
+// Container-side constants of the workdir contract.
+const (
+	ContainerWorkdir = "/workspace"
+	CIDFile          = "container.cid"
+	DefaultNetwork   = "host"
+	RuntimeRunc      = "runc"
+	RuntimeRunsc     = "runsc"
+)
+
+// DefaultEntry is the in-container entry program: `python`, not the
+// host's `python3`.
+var DefaultEntry = []string{"python", "-m", "dreamlake.lakeshore.daemon.entry"}
+
+// Options configures a docker or gvisor runner.
+type Options struct {
+	// Docker is the docker client binary; empty means "docker" on PATH.
+	Docker string
+	// Entry is the in-container entry argv; empty means DefaultEntry.
+	Entry []string
+	// UID and GID are the default --user; nil means the daemon's own.
+	UID, GID *int
+	// BaseEnv is the docker client's environment (DOCKER_HOST, …); nil
+	// means os.Environ(). The registry password variable is removed from it.
+	BaseEnv []string
+	// LookupEnv resolves registry_auth.password_env; nil means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+	// KillGrace is how long the local client has after `docker stop`
+	// returned before it is killed. Zero means 5 s.
+	KillGrace time.Duration
+	// DrainGrace bounds logging the client's output after it exited.
+	DrainGrace time.Duration
+}
+
+// Runner is a docker runner for one container runtime.
+type Runner struct {
+	kind    string
+	runtime string
+	opt     Options
+}
+
+// New returns the `docker` runner (--runtime=runc).
+func New(opt Options) *Runner { return newRunner(runners.KindDocker, RuntimeRunc, opt) }
+
+// NewGVisor returns the `gvisor` runner: docker with --runtime=runsc.
+func NewGVisor(opt Options) *Runner { return newRunner(runners.KindGVisor, RuntimeRunsc, opt) }
+
+func newRunner(kind, runtime string, opt Options) *Runner {
+	if opt.Docker == "" {
+		opt.Docker = "docker"
+	}
+	if len(opt.Entry) == 0 {
+		opt.Entry = DefaultEntry
+	}
+	if opt.UID == nil {
+		uid := os.Getuid()
+		opt.UID = &uid
+	}
+	if opt.GID == nil {
+		gid := os.Getgid()
+		opt.GID = &gid
+	}
+	if opt.BaseEnv == nil {
+		opt.BaseEnv = os.Environ()
+	}
+	if opt.LookupEnv == nil {
+		opt.LookupEnv = os.LookupEnv
+	}
+	if opt.KillGrace <= 0 {
+		opt.KillGrace = 5 * time.Second
+	}
+	if opt.DrainGrace <= 0 {
+		opt.DrainGrace = 2 * time.Second
+	}
+	return &Runner{kind: kind, runtime: runtime, opt: opt}
+}
+
+// Kind implements runners.Runner.
+func (r *Runner) Kind() string { return r.kind }
+
+// RunArgv is the full `docker run` argv (without the client binary) for an
+// invocation, in the order of spec 003:
+//
+//	run --rm -i --runtime=<rt> --cidfile <workdir>/container.cid
+//	--network=<network|host> -v <workdir>:/workspace [-v extra …]
+//	[-e caller K=V … (sorted)] -e DREAMLAKE_INVOCATION_ID=… -e DREAMLAKE_WORKDIR=/workspace
+//	[-e DREAMLAKE_PARENT/ROOT_INVOCATION_ID=… when set]
+//	[raw docker.args …] [--user uid:gid unless args carry -u/--user]
+//	<image> <entry …>
+func (r *Runner) RunArgv(inv runners.Invocation) []string {
+	dc := inv.Run.RunConfig.Docker
+	if dc == nil {
+		dc = &wire.DockerConfig{}
+	}
+	network := dc.Network
+	if network == "" {
+		network = DefaultNetwork
+	}
+	argv := []string{"run", "--rm", "-i", "--runtime=" + r.runtime,
+		"--cidfile", filepath.Join(inv.Workdir, CIDFile),
+		"--network=" + network,
+		"-v", inv.Workdir + ":" + ContainerWorkdir}
+	for _, v := range dc.Volumes {
+		argv = append(argv, "-v", v)
+	}
+	keys := make([]string, 0, len(dc.Env))
+	for k := range dc.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		argv = append(argv, "-e", k+"="+dc.Env[k])
+	}
+	for _, kv := range runners.ChildEnv(inv.Run, ContainerWorkdir) {
+		argv = append(argv, "-e", kv)
+	}
+	argv = append(argv, dc.Args...)
+	if !HasUserFlag(dc.Args) {
+		argv = append(argv, "--user", strconv.Itoa(*r.opt.UID)+":"+strconv.Itoa(*r.opt.GID))
+	}
+	argv = append(argv, inv.Run.RunConfig.Image)
+	return append(argv, r.opt.Entry...)
+}
+
+// HasUserFlag reports whether raw docker args already choose the user
+// (-u X, -uX, -u=X, --user X, --user=X).
+func HasUserFlag(args []string) bool {
+	for _, a := range args {
+		if a == "--user" || strings.HasPrefix(a, "--user=") || strings.HasPrefix(a, "-u") {
+			return true
+		}
+	}
+	return false
+}
+
+// Run implements runners.Runner.
+func (r *Runner) Run(ctx context.Context, inv runners.Invocation) runners.Outcome {
+	log := inv.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if inv.Run.RunConfig.Image == "" {
+		return runners.Failed(wire.ErrTypeImageRequired, "run_config.image is required by the "+r.kind+" runner")
+	}
+	env := r.clientEnv(inv.Run.RunConfig.Docker)
+	if dc := inv.Run.RunConfig.Docker; dc != nil && dc.RegistryAuth != nil {
+		if err := r.login(ctx, *dc.RegistryAuth, env); err != nil {
+			if ctx.Err() != nil {
+				return runners.Killed()
+			}
+			log.Warn("registry login failed; run not attempted", "err", err)
+			return runners.Failed(wire.ErrTypeRegistryAuth, err.Error())
+		}
+	}
+	// docker refuses an existing cidfile; a redelivered run may leave one.
+	_ = os.Remove(filepath.Join(inv.Workdir, CIDFile))
+	exited, err := r.runClient(ctx, inv, env, log)
+	switch {
+	case errors.Is(err, errKilled):
+		return runners.Killed()
+	case err != nil:
+		return runners.Failed(wire.ErrTypeDaemon, err.Error())
+	}
+	return runners.ReadOutcome(inv.Workdir, exited)
+}
+
+// clientEnv is the docker client's environment, without the variable
+// that holds the registry password.
+func (r *Runner) clientEnv(dc *wire.DockerConfig) []string {
+	if dc == nil || dc.RegistryAuth == nil || dc.RegistryAuth.PasswordEnv == "" {
+		return r.opt.BaseEnv
+	}
+	prefix := dc.RegistryAuth.PasswordEnv + "="
+	env := make([]string, 0, len(r.opt.BaseEnv))
+	for _, kv := range r.opt.BaseEnv {
+		if !strings.HasPrefix(kv, prefix) {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+var errKilled = errors.New("killed at shutdown")
+
+func (r *Runner) runClient(ctx context.Context, inv runners.Invocation, env []string, log *slog.Logger) (exited, err error) {
+	argv := r.RunArgv(inv)
+	cmd := exec.Command(r.opt.Docker, argv...)
+	cmd.Env = env
+	cmd.Dir = inv.Workdir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	out, err := runners.NewOutputLog(log)
+	if err != nil {
+		return nil, fmt.Errorf("docker runner: pipe: %w", err)
+	}
+	defer out.Close()
+	cmd.Stdout, cmd.Stderr = out.Stdout(), out.Stderr()
+	err = cmd.Start()
+	out.CloseChildEnds()
+	if err != nil {
+		return nil, fmt.Errorf("docker runner: spawn %s: %w", r.opt.Docker, err)
+	}
+	logged := out.Start()
+	log.Info("container starting", "image", inv.Run.RunConfig.Image, "runtime", r.runtime)
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	select {
+	case exited = <-waited:
+	case <-ctx.Done():
+		r.stop(inv.Workdir, env, log)
+		shellexec.StopGroup(cmd.Process.Pid, waited, r.opt.KillGrace)
+		out.Drain(logged, r.opt.DrainGrace)
+		return nil, errKilled
+	}
+	out.Drain(logged, r.opt.DrainGrace)
+	var ee *exec.ExitError
+	if exited != nil && !errors.As(exited, &ee) {
+		return nil, fmt.Errorf("docker runner: wait: %w", exited)
+	}
+	return exited, nil
+}
+
+// stop runs `docker stop <cid>` (SIGTERM, SIGKILL after docker's 10 s)
+// when the container id has been written.
+func (r *Runner) stop(workdir string, env []string, log *slog.Logger) {
+	b, err := os.ReadFile(filepath.Join(workdir, CIDFile))
+	cid := strings.TrimSpace(string(b))
+	if err != nil || cid == "" {
+		log.Warn("no container id yet; killing the docker client only", "err", err)
+		return
+	}
+	cmd := exec.Command(r.opt.Docker, "stop", cid)
+	cmd.Env = env
+	if out, err := cmd.CombinedOutput(); err != nil {
+		log.Warn("docker stop failed", "cid", cid, "err", err, "output", strings.TrimSpace(string(out)))
+		return
+	}
+	log.Info("container stopped", "cid", cid)
+}

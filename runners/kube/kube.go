@@ -1,0 +1,191 @@
+// Package kube is the `kube` runner: the entry program in a Pod, created
+// with `kubectl apply -f -`, followed by its phase, deleted on cancel.
+//
+// It decides the Pod manifest, the kubectl argv and how a Pod phase maps
+// to an outcome. It does not decide the outcome rule once the Pod has
+// ended, nor the workdir's lifetime: package runners does.
+package kube
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nymphd/nymph/runners"
+	"github.com/nymphd/nymph/wirecore/wire"
+)
+
+// DefaultPollInterval is run_config.kube.poll_interval_s when unset.
+const DefaultPollInterval = 5 * time.Second
+
+// DefaultEntry is the in-Pod entry program.
+var DefaultEntry = []string{"python", "-m", "dreamlake.lakeshore.daemon.entry"}
+
+// Options configures the runner.
+type Options struct {
+	// Kubectl is the client binary; empty means "kubectl" on PATH.
+	Kubectl string
+	// Entry is the in-Pod entry argv; empty means DefaultEntry.
+	Entry []string
+	// BaseEnv is kubectl's environment (KUBECONFIG, …); nil means os.Environ().
+	BaseEnv []string
+	// MinPollInterval bounds poll_interval_s from below; zero means 100 ms.
+	MinPollInterval time.Duration
+}
+
+// Runner is the kube runner.
+type Runner struct{ opt Options }
+
+// New returns a kube runner.
+func New(opt Options) *Runner {
+	if opt.Kubectl == "" {
+		opt.Kubectl = "kubectl"
+	}
+	if len(opt.Entry) == 0 {
+		opt.Entry = DefaultEntry
+	}
+	if opt.BaseEnv == nil {
+		opt.BaseEnv = os.Environ()
+	}
+	if opt.MinPollInterval <= 0 {
+		opt.MinPollInterval = 100 * time.Millisecond
+	}
+	return &Runner{opt: opt}
+}
+
+// Kind implements runners.Runner.
+func (r *Runner) Kind() string { return runners.KindKube }
+
+// Argv prefixes a kubectl verb with the context and namespace.
+func Argv(cfg *wire.KubeConfig, verb ...string) []string {
+	var argv []string
+	if cfg != nil && cfg.Context != "" {
+		argv = append(argv, "--context", cfg.Context)
+	}
+	argv = append(argv, "--namespace", Namespace(cfg))
+	return append(argv, verb...)
+}
+
+// ApplyArgv, PhaseArgv and DeleteArgv are the three kubectl calls.
+func ApplyArgv(cfg *wire.KubeConfig) []string { return Argv(cfg, "apply", "-f", "-") }
+
+// PhaseArgv reads a Pod's phase.
+func PhaseArgv(cfg *wire.KubeConfig, name string) []string {
+	return Argv(cfg, "get", "pod", name, "-o", "jsonpath={.status.phase}")
+}
+
+// DeleteArgv deletes a Pod.
+func DeleteArgv(cfg *wire.KubeConfig, name string) []string {
+	return Argv(cfg, "delete", "pod", name)
+}
+
+// Run implements runners.Runner.
+func (r *Runner) Run(ctx context.Context, inv runners.Invocation) runners.Outcome {
+	log := inv.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cfg := inv.Run.RunConfig.Kube
+	manifest, err := Manifest(inv, r.opt.Entry)
+	if err != nil {
+		return runners.Failed(wire.ErrTypeDaemon, err.Error())
+	}
+	// Kept beside the outputs, so a failed run shows what was applied.
+	_ = os.WriteFile(filepath.Join(inv.Workdir, "pod.json"), manifest, 0o600)
+	name := PodName(inv.Run.InvocationID)
+	log = log.With("pod", name)
+	if _, err := r.kubectl(ctx, manifest, ApplyArgv(cfg)...); err != nil {
+		if ctx.Err() != nil {
+			r.delete(cfg, name, log) // the apply may have gone through
+			return runners.Killed()
+		}
+		return runners.Failed(wire.ErrTypeDaemon, "kube runner: apply: "+err.Error())
+	}
+	log.Info("pod applied")
+	o := r.follow(ctx, inv, name, log)
+	if o.State == wire.StateSucceeded || o.State == wire.StateKilled {
+		r.delete(cfg, name, log)
+	}
+	return o
+}
+
+func (r *Runner) pollInterval(cfg *wire.KubeConfig) time.Duration {
+	d := DefaultPollInterval
+	if cfg != nil && cfg.PollIntervalS != nil && *cfg.PollIntervalS > 0 {
+		d = time.Duration(float64(*cfg.PollIntervalS) * float64(time.Second))
+	}
+	return max(d, r.opt.MinPollInterval)
+}
+
+// follow polls the phase until the Pod ends or ctx is cancelled.
+func (r *Runner) follow(ctx context.Context, inv runners.Invocation, name string, log *slog.Logger) runners.Outcome {
+	cfg := inv.Run.RunConfig.Kube
+	tick := time.NewTicker(r.pollInterval(cfg))
+	defer tick.Stop()
+	last := ""
+	for {
+		select {
+		case <-ctx.Done():
+			return runners.Killed()
+		case <-tick.C:
+		}
+		out, err := r.kubectl(ctx, nil, PhaseArgv(cfg, name)...)
+		if errors.Is(err, errNotFound) {
+			return runners.ReadOutcome(inv.Workdir, fmt.Errorf("pod %s is gone", name))
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Warn("reading pod phase failed; will poll again", "err", err)
+			}
+			continue
+		}
+		phase := strings.TrimSpace(out)
+		if phase != last {
+			log.Info("pod phase", "phase", phase)
+			last = phase
+		}
+		switch phase {
+		case "Succeeded":
+			return runners.ReadOutcome(inv.Workdir, nil)
+		case "Failed":
+			return runners.ReadOutcome(inv.Workdir, fmt.Errorf("pod %s phase Failed", name))
+		}
+	}
+}
+
+// delete removes the Pod: on cancel (spec), and after a success so
+// finished Pods do not pile up. A failed Pod is kept, like its workdir.
+func (r *Runner) delete(cfg *wire.KubeConfig, name string, log *slog.Logger) {
+	ctx, stop := context.WithTimeout(context.Background(), 60*time.Second)
+	defer stop()
+	if _, err := r.kubectl(ctx, nil, DeleteArgv(cfg, name)...); err != nil {
+		log.Warn("kubectl delete pod failed", "err", err)
+	}
+}
+
+var errNotFound = errors.New("not found")
+
+func (r *Runner) kubectl(ctx context.Context, stdin []byte, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, r.opt.Kubectl, args...)
+	cmd.Env = r.opt.BaseEnv
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if strings.Contains(msg, "(NotFound)") {
+			return "", fmt.Errorf("%w: %s", errNotFound, msg)
+		}
+		return "", fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, msg)
+	}
+	return stdout.String(), nil
+}

@@ -1,0 +1,265 @@
+package kube
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/nymphd/nymph/runners"
+	"github.com/nymphd/nymph/wirecore/wire"
+	corev1 "k8s.io/api/core/v1"
+	sigyaml "sigs.k8s.io/yaml"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+// decodePod decodes a manifest strictly into the Kubernetes API type: an
+// unknown or misspelt field is an error.
+func decodePod(t *testing.T, manifest []byte) corev1.Pod {
+	t.Helper()
+	var p corev1.Pod
+	dec := json.NewDecoder(bytes.NewReader(manifest))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		t.Fatalf("manifest does not decode strictly as a Pod: %v\n%s", err, manifest)
+	}
+	// kubectl reads it as YAML too.
+	var viaYAML corev1.Pod
+	if err := sigyaml.UnmarshalStrict(manifest, &viaYAML); err != nil {
+		t.Fatalf("manifest is not strict YAML for a Pod: %v", err)
+	}
+	return p
+}
+
+func invocation(cfg *wire.KubeConfig) runners.Invocation {
+	return runners.Invocation{
+		Run: wire.Run{InvocationID: "Inv_01HZ.abc", ParentInvocationID: ptr("par"),
+			RunConfig: wire.RunConfig{Runner: "kube", Kube: cfg}},
+		Workdir: "/var/lib/dreamlake/udf/Inv_01HZ.abc",
+	}
+}
+
+func TestManifestHostPath(t *testing.T) {
+	m, err := Manifest(invocation(nil), DefaultEntry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := decodePod(t, m)
+	if p.APIVersion != "v1" || p.Kind != "Pod" || p.Namespace != "default" || p.Name != PodName("Inv_01HZ.abc") {
+		t.Fatalf("meta %+v %+v", p.TypeMeta, p.ObjectMeta)
+	}
+	if p.Spec.RestartPolicy != corev1.RestartPolicyNever || len(p.Spec.Containers) != 1 {
+		t.Fatalf("spec %+v", p.Spec)
+	}
+	c := p.Spec.Containers[0]
+	if c.Image != DefaultImage || c.WorkingDir != "/workspace" || !cmp.Equal(c.Command, DefaultEntry) {
+		t.Fatalf("container %+v", c)
+	}
+	wantEnv := []corev1.EnvVar{
+		{Name: "DREAMLAKE_INVOCATION_ID", Value: "Inv_01HZ.abc"},
+		{Name: "DREAMLAKE_WORKDIR", Value: "/workspace"},
+		{Name: "DREAMLAKE_PARENT_INVOCATION_ID", Value: "par"},
+	}
+	if diff := cmp.Diff(wantEnv, c.Env); diff != "" {
+		t.Fatal(diff)
+	}
+	if diff := cmp.Diff([]corev1.VolumeMount{{Name: "workspace", MountPath: "/workspace"}}, c.VolumeMounts); diff != "" {
+		t.Fatal(diff)
+	}
+	v := p.Spec.Volumes[0]
+	if v.HostPath == nil || v.HostPath.Path != "/var/lib/dreamlake/udf/Inv_01HZ.abc" || *v.HostPath.Type != corev1.HostPathDirectory || v.PersistentVolumeClaim != nil {
+		t.Fatalf("volume %+v", v)
+	}
+	if len(c.Resources.Limits) != 0 {
+		t.Fatalf("resources %+v", c.Resources)
+	}
+}
+
+func TestManifestPVCAndResources(t *testing.T) {
+	inv := invocation(&wire.KubeConfig{Namespace: "ml", PVC: "udf-shared", CPU: "2", Memory: "4Gi", GPU: "1"})
+	inv.Run.RunConfig.Image = "registry.local/fn:3"
+	m, err := Manifest(inv, []string{"python", "-m", "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := decodePod(t, m)
+	if p.Namespace != "ml" {
+		t.Fatalf("namespace %q", p.Namespace)
+	}
+	c := p.Spec.Containers[0]
+	if c.Image != "registry.local/fn:3" {
+		t.Fatalf("image %q", c.Image)
+	}
+	if diff := cmp.Diff([]corev1.VolumeMount{{Name: "workspace", MountPath: "/workspace", SubPath: "Inv_01HZ.abc"}}, c.VolumeMounts); diff != "" {
+		t.Fatal(diff)
+	}
+	v := p.Spec.Volumes[0]
+	if v.HostPath != nil || v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ClaimName != "udf-shared" {
+		t.Fatalf("volume %+v", v)
+	}
+	lim, req := c.Resources.Limits, c.Resources.Requests
+	if lim.Cpu().String() != "2" || lim.Memory().String() != "4Gi" || lim.Name(GPUResource, "").String() != "1" {
+		t.Fatalf("limits %v", lim)
+	}
+	if req.Cpu().String() != "2" || req.Memory().String() != "4Gi" || len(req) != 2 {
+		t.Fatalf("requests %v", req)
+	}
+}
+
+// TestStrictDecodeCatchesTypos proves the check has teeth: the same
+// manifest with one field misspelt is refused.
+func TestStrictDecodeCatchesTypos(t *testing.T) {
+	m, err := Manifest(invocation(nil), DefaultEntry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := bytes.Replace(m, []byte(`"workingDir"`), []byte(`"workDir"`), 1)
+	var p corev1.Pod
+	dec := json.NewDecoder(bytes.NewReader(bad))
+	dec.DisallowUnknownFields()
+	if dec.Decode(&p) == nil {
+		t.Fatal("a misspelt field decoded")
+	}
+}
+
+func TestManifestRefusesBadValues(t *testing.T) {
+	for _, cfg := range []*wire.KubeConfig{
+		{CPU: "two"},
+		{Memory: "4 Gi"},
+		{GPU: "1; rm"},
+		{Namespace: "Bad_NS"},
+		{PVC: "../x"},
+	} {
+		if _, err := Manifest(invocation(cfg), DefaultEntry); err == nil {
+			t.Errorf("%+v accepted", cfg)
+		}
+	}
+}
+
+func TestPodName(t *testing.T) {
+	seen := map[string]string{}
+	for _, id := range []string{"inv1", "INV1", "a_b", "a.b", strings.Repeat("x", 200), "___"} {
+		n := PodName(id)
+		if len(n) > 63 || !dnsLabel.MatchString(n) || strings.Contains(n, ".") {
+			t.Errorf("%q → %q is not a DNS label", id, n)
+		}
+		if prev, ok := seen[n]; ok {
+			t.Errorf("%q and %q share pod name %q", prev, id, n)
+		}
+		seen[n] = id
+	}
+}
+
+func TestArgv(t *testing.T) {
+	cfg := &wire.KubeConfig{Context: "kind-x", Namespace: "ml"}
+	if diff := cmp.Diff([]string{"--context", "kind-x", "--namespace", "ml", "apply", "-f", "-"}, ApplyArgv(cfg)); diff != "" {
+		t.Error(diff)
+	}
+	if diff := cmp.Diff([]string{"--namespace", "default", "get", "pod", "p", "-o", "jsonpath={.status.phase}"}, PhaseArgv(nil, "p")); diff != "" {
+		t.Error(diff)
+	}
+	if diff := cmp.Diff([]string{"--namespace", "default", "delete", "pod", "p"}, DeleteArgv(nil, "p")); diff != "" {
+		t.Error(diff)
+	}
+}
+
+// fakeKubectl records calls and answers `get pod` with the phase file.
+func fakeKubectl(t *testing.T) (bin, dir string) {
+	t.Helper()
+	dir = t.TempDir()
+	script := fmt.Sprintf(`#!/bin/bash
+d=%s
+n=$(ls "$d" | grep -c argv)
+printf '%%s\n' "$@" > "$d/$n.argv"
+case " $* " in
+*" apply "*) cat > "$d/applied.json" ;;
+*" get pod "*) if [ -f "$d/phase" ]; then cat "$d/phase"; else echo 'Error from server (NotFound): pods "x" not found' >&2; exit 1; fi ;;
+esac
+`, dir)
+	bin = filepath.Join(dir, "kubectl")
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin, dir
+}
+
+func waitFor(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never appeared", path)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestRunWithFakeKubectl(t *testing.T) {
+	bin, calls := fakeKubectl(t)
+	os.WriteFile(filepath.Join(calls, "phase"), []byte("Pending"), 0o600)
+	root := t.TempDir()
+	reg := runners.NewRegistry(runners.Config{Root: root, Default: "kube"}, New(Options{Kubectl: bin}))
+	run := wire.Run{InvocationID: "k1", RunConfig: wire.RunConfig{Kube: &wire.KubeConfig{PollIntervalS: ptr(wire.Float(0.05))}}}
+	done := make(chan runners.Outcome, 1)
+	go func() { done <- reg.Execute(context.Background(), run) }()
+	waitFor(t, filepath.Join(calls, "applied.json"))
+	// The "Pod" writes its result, then reaches Succeeded.
+	os.WriteFile(filepath.Join(root, "k1", "result.msgpack"), []byte("pod result"), 0o600)
+	os.WriteFile(filepath.Join(calls, "phase"), []byte("Succeeded"), 0o600)
+	if diff := cmp.Diff(runners.Outcome{State: wire.StateSucceeded, ResultBlob: []byte("pod result")}, <-done); diff != "" {
+		t.Fatal(diff)
+	}
+	applied, _ := os.ReadFile(filepath.Join(calls, "applied.json"))
+	if p := decodePod(t, applied); p.Spec.Volumes[0].HostPath.Path != filepath.Join(root, "k1") {
+		t.Fatalf("applied %s", applied)
+	}
+	b, _ := os.ReadFile(filepath.Join(calls, "0.argv"))
+	if string(b) != "--namespace\ndefault\napply\n-f\n-\n" {
+		t.Fatalf("first call %q", b)
+	}
+	entries, _ := os.ReadDir(calls)
+	last := 0
+	for _, e := range entries {
+		var n int
+		if _, err := fmt.Sscanf(e.Name(), "%d.argv", &n); err == nil && n > last {
+			last = n
+		}
+	}
+	b, _ = os.ReadFile(filepath.Join(calls, fmt.Sprintf("%d.argv", last)))
+	if string(b) != "--namespace\ndefault\ndelete\npod\n"+PodName("k1")+"\n" {
+		t.Fatalf("last call %q", b)
+	}
+}
+
+func TestFailedPhaseAndCancel(t *testing.T) {
+	bin, calls := fakeKubectl(t)
+	root := t.TempDir()
+	reg := runners.NewRegistry(runners.Config{Root: root, Default: "kube"}, New(Options{Kubectl: bin}))
+	run := wire.Run{InvocationID: "k2", RunConfig: wire.RunConfig{Kube: &wire.KubeConfig{PollIntervalS: ptr(wire.Float(0.05))}}}
+
+	os.WriteFile(filepath.Join(calls, "phase"), []byte("Failed"), 0o600)
+	o := reg.Execute(context.Background(), run)
+	if o.State != wire.StateFailed || o.Error.Message != "entry program failed: pod "+PodName("k2")+" phase Failed" {
+		t.Fatalf("%+v", o.Error)
+	}
+
+	os.WriteFile(filepath.Join(calls, "phase"), []byte("Running"), 0o600)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan runners.Outcome, 1)
+	go func() { done <- reg.Execute(ctx, run) }()
+	// The cancel may land before, during or after the apply; all yield killed.
+	cancel()
+	if diff := cmp.Diff(runners.Killed(), <-done); diff != "" {
+		t.Fatal(diff)
+	}
+}

@@ -1,0 +1,158 @@
+// Package process is the `process` runner (alias `subprocess`): the entry
+// program, or a `script` under `bash -c`, as a child process on the host.
+//
+// It decides the child's argv (entry, script, as_user via runuser), its
+// environment, cwd and stdio, and how it is stopped when the daemon's
+// shutdown grace expires. It does not decide the outcome rule or the
+// workdir's lifetime: package runners does.
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"github.com/nymphd/nymph/hostio/shellexec"
+	"github.com/nymphd/nymph/runners"
+	"github.com/nymphd/nymph/wirecore/wire"
+)
+
+// Defaults used when Options leave a value at zero.
+const (
+	DefaultKillGrace = 5 * time.Second
+	// DefaultDrainGrace is how long the child's output is still logged
+	// after it exited, for grandchildren that keep the pipes open.
+	DefaultDrainGrace = 2 * time.Second
+)
+
+// Options configures the runner.
+type Options struct {
+	// BaseEnv is the environment the DREAMLAKE_* variables are added to;
+	// nil means os.Environ().
+	BaseEnv []string
+	// KillGrace is how long the process group has after SIGTERM before
+	// SIGKILL. Zero means 5 s.
+	KillGrace time.Duration
+	// DrainGrace: see DefaultDrainGrace. Zero means the default.
+	DrainGrace time.Duration
+}
+
+// Runner is the process runner.
+type Runner struct{ opt Options }
+
+// New returns a process runner.
+func New(opt Options) *Runner {
+	if opt.KillGrace <= 0 {
+		opt.KillGrace = DefaultKillGrace
+	}
+	if opt.DrainGrace <= 0 {
+		opt.DrainGrace = DefaultDrainGrace
+	}
+	return &Runner{opt: opt}
+}
+
+// Kind implements runners.Runner.
+func (r *Runner) Kind() string { return runners.KindProcess }
+
+// Argv is the command line of an invocation: `bash -c <script>` for a
+// script, else the entry program; wrapped as `runuser -u <user> -- …` when
+// as_user is set, the user name being its own argv element.
+func Argv(run wire.Run, entry []string) []string {
+	var argv []string
+	if run.Script != nil {
+		argv = []string{"bash", "-c", *run.Script}
+	} else {
+		argv = append([]string(nil), entry...)
+	}
+	if run.AsUser != nil && *run.AsUser != "" {
+		argv = append([]string{"runuser", "-u", *run.AsUser, "--"}, argv...)
+	}
+	return argv
+}
+
+// Run implements runners.Runner.
+func (r *Runner) Run(ctx context.Context, inv runners.Invocation) runners.Outcome {
+	log := inv.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	argv := Argv(inv.Run, inv.Entry)
+	if len(argv) == 0 {
+		return runners.Failed(wire.ErrTypeDaemon, "process runner: empty entry program")
+	}
+	exited, err := r.runChild(ctx, inv, argv, log)
+	switch {
+	case errors.Is(err, errKilled):
+		return runners.Killed()
+	case err != nil:
+		return runners.Failed(wire.ErrTypeDaemon, err.Error())
+	case inv.Run.Script != nil:
+		return scriptOutcome(exited)
+	}
+	return runners.ReadOutcome(inv.Workdir, exited)
+}
+
+// scriptOutcome decides a script by its exit status alone.
+func scriptOutcome(exited error) runners.Outcome {
+	if exited == nil {
+		return runners.Outcome{State: wire.StateSucceeded}
+	}
+	return runners.Failed(wire.ErrTypeScriptFailed, exited.Error())
+}
+
+var errKilled = errors.New("killed at shutdown")
+
+// runChild spawns argv and waits. exited is nil for exit 0, else the
+// *exec.ExitError ("exit status N", "signal: …"); err is a spawn failure
+// or errKilled.
+func (r *Runner) runChild(ctx context.Context, inv runners.Invocation, argv []string, log *slog.Logger) (exited, err error) {
+	base := r.opt.BaseEnv
+	if base == nil {
+		base = os.Environ()
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = inv.Workdir
+	cmd.Env = append(append([]string(nil), base...), runners.ChildEnv(inv.Run, inv.Workdir)...)
+	// Stdin stays nil: /dev/null. Own process group so a stop reaches the
+	// entry's children; Pdeathsig so the child dies with the daemon.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	out, err := runners.NewOutputLog(log)
+	if err != nil {
+		return nil, fmt.Errorf("process runner: pipe: %w", err)
+	}
+	defer out.Close()
+	cmd.Stdout, cmd.Stderr = out.Stdout(), out.Stderr()
+	err = cmd.Start()
+	out.CloseChildEnds()
+	if err != nil {
+		return nil, fmt.Errorf("process runner: spawn %q in %s: %w", argv[0], inv.Workdir, err)
+	}
+	logged := out.Start()
+	log.Info("child started", "pid", cmd.Process.Pid, "argv0", argv[0])
+
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	killed := false
+	select {
+	case exited = <-waited:
+	case <-ctx.Done():
+		log.Info("shutdown grace expired; stopping child", "pid", cmd.Process.Pid)
+		shellexec.StopGroup(cmd.Process.Pid, waited, r.opt.KillGrace)
+		killed = true
+	}
+	out.Drain(logged, r.opt.DrainGrace)
+	if killed {
+		return nil, errKilled
+	}
+	var ee *exec.ExitError
+	if exited != nil && !errors.As(exited, &ee) {
+		return nil, fmt.Errorf("process runner: wait: %w", exited)
+	}
+	log.Info("child ended", "status", cmd.ProcessState.String())
+	return exited, nil
+}

@@ -1,0 +1,300 @@
+// Package slurm is the `slurm` runner: the entry program as a batch job,
+// submitted with sbatch, followed with squeue, cancelled with scancel.
+//
+// It decides the job script, how the job id is read, how SLURM job states
+// map to an outcome, and how a job is cancelled. It does not decide the
+// outcome rule once the job has ended, nor the workdir's lifetime: package
+// runners does, from result.msgpack and error.json in the shared workdir.
+package slurm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/nymphd/nymph/runners"
+	"github.com/nymphd/nymph/wirecore/wire"
+)
+
+// Defaults of run_config.slurm.
+const (
+	DefaultTime         = "01:00:00"
+	DefaultPollInterval = 5 * time.Second
+	ScriptFile          = "job.sbatch"
+	OutputFile          = "slurm.out"
+)
+
+// Options configures the runner.
+type Options struct {
+	// Sbatch, Squeue and Scancel are the client binaries; empty means the
+	// plain names on PATH.
+	Sbatch, Squeue, Scancel string
+	// BaseEnv is the clients' environment; nil means os.Environ().
+	BaseEnv []string
+	// MinPollInterval bounds poll_interval_s from below; zero means 100 ms.
+	MinPollInterval time.Duration
+}
+
+// Runner is the slurm runner.
+type Runner struct{ opt Options }
+
+// New returns a slurm runner.
+func New(opt Options) *Runner {
+	if opt.Sbatch == "" {
+		opt.Sbatch = "sbatch"
+	}
+	if opt.Squeue == "" {
+		opt.Squeue = "squeue"
+	}
+	if opt.Scancel == "" {
+		opt.Scancel = "scancel"
+	}
+	if opt.BaseEnv == nil {
+		opt.BaseEnv = os.Environ()
+	}
+	if opt.MinPollInterval <= 0 {
+		opt.MinPollInterval = 100 * time.Millisecond
+	}
+	return &Runner{opt: opt}
+}
+
+// Kind implements runners.Runner.
+func (r *Runner) Kind() string { return runners.KindSlurm }
+
+// directiveSafe is what a value may look like on an #SBATCH line: sbatch
+// reads those lines itself, so no whitespace, quotes or control bytes that
+// could end the directive or start another.
+var directiveSafe = regexp.MustCompile(`^[A-Za-z0-9_.:/=,+@%-]+$`)
+
+// Script renders job.sbatch: the resource directives of run_config.slurm,
+// the DREAMLAKE_* environment, and the entry program started in the
+// workdir.
+func Script(inv runners.Invocation) (string, error) {
+	cfg := inv.Run.RunConfig.Slurm
+	if cfg == nil {
+		cfg = &wire.SlurmConfig{}
+	}
+	timeLimit := cfg.Time
+	if timeLimit == "" {
+		timeLimit = DefaultTime
+	}
+	directives := [][2]string{
+		{"job-name", "nymph-" + inv.Run.InvocationID},
+		{"chdir", inv.Workdir},
+		{"output", filepath.Join(inv.Workdir, OutputFile)},
+		{"partition", cfg.Partition},
+		{"time", timeLimit},
+		{"gres", cfg.Gres},
+		{"nodes", string(cfg.Nodes)},
+		{"ntasks-per-node", string(cfg.NtasksPerNode)},
+		{"cpus-per-task", string(cfg.CPUsPerTask)},
+		{"mem", string(cfg.Mem)},
+	}
+	var b strings.Builder
+	b.WriteString("#!/bin/bash\n")
+	for _, d := range directives {
+		if d[1] == "" {
+			continue
+		}
+		if !directiveSafe.MatchString(d[1]) {
+			return "", fmt.Errorf("slurm runner: %s value %q cannot go on an #SBATCH line", d[0], d[1])
+		}
+		fmt.Fprintf(&b, "#SBATCH --%s=%s\n", d[0], d[1])
+	}
+	for _, kv := range runners.ChildEnv(inv.Run, inv.Workdir) {
+		k, v, _ := strings.Cut(kv, "=")
+		fmt.Fprintf(&b, "export %s=%s\n", k, shellQuote(v))
+	}
+	fmt.Fprintf(&b, "cd %s || exit 1\n", shellQuote(inv.Workdir))
+	b.WriteString("exec")
+	for _, a := range inv.Entry {
+		b.WriteString(" " + shellQuote(a))
+	}
+	b.WriteString("\n")
+	return b.String(), nil
+}
+
+// shellQuote single-quotes s for bash.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+var submitted = regexp.MustCompile(`Submitted batch job (\d+)`)
+
+// ParseJobID reads the job id out of sbatch's "Submitted batch job N".
+func ParseJobID(out string) (string, error) {
+	m := submitted.FindStringSubmatch(out)
+	if m == nil {
+		return "", fmt.Errorf("slurm runner: no job id in sbatch output %q", strings.TrimSpace(out))
+	}
+	return m[1], nil
+}
+
+// Phase is where a job stands, as far as the runner cares.
+type Phase int
+
+// Phases of a job.
+const (
+	Active    Phase = iota // pending, running, completing, suspended, …
+	Completed              // CD: the result/error files decide
+	Failed                 // F, CA, TO and the other terminal failures
+	Gone                   // not in the queue any more
+)
+
+// MapState maps one line of `squeue -o %T` (long names) or `%t` (short
+// codes) to a Phase. Empty output means the job left the queue.
+func MapState(state string) Phase {
+	state = strings.TrimSpace(state)
+	if i := strings.IndexAny(state, " \n"); i >= 0 {
+		state = state[:i] // "CANCELLED by 0", several lines for arrays
+	}
+	switch state {
+	case "":
+		return Gone
+	case "COMPLETED", "CD":
+		return Completed
+	case "FAILED", "F", "CANCELLED", "CA", "TIMEOUT", "TO", "NODE_FAIL", "NF",
+		"OUT_OF_MEMORY", "OOM", "BOOT_FAIL", "BF", "DEADLINE", "DL",
+		"PREEMPTED", "PR", "REVOKED", "RV", "SPECIAL_EXIT", "SE":
+		return Failed
+	}
+	return Active
+}
+
+// SqueueArgv is the state query. `-t all` keeps ended jobs visible while
+// slurmctld remembers them (MinJobAge), so COMPLETED and FAILED are seen
+// instead of an empty line.
+func SqueueArgv(jobID string) []string {
+	return []string{"-j", jobID, "-h", "-o", "%T", "-t", "all"}
+}
+
+// Run implements runners.Runner.
+func (r *Runner) Run(ctx context.Context, inv runners.Invocation) runners.Outcome {
+	log := inv.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	script, err := Script(inv)
+	if err != nil {
+		return runners.Failed(wire.ErrTypeDaemon, err.Error())
+	}
+	path := filepath.Join(inv.Workdir, ScriptFile)
+	if err := os.WriteFile(path, []byte(script), 0o700); err != nil {
+		return runners.Failed(wire.ErrTypeDaemon, fmt.Sprintf("slurm runner: write %s: %v", path, err))
+	}
+	out, err := r.command(ctx, inv.Workdir, r.opt.Sbatch, path)
+	if err != nil && ctx.Err() != nil {
+		log.Warn("shutdown during sbatch; the job may have been submitted", "job_name", "nymph-"+inv.Run.InvocationID)
+		return runners.Killed()
+	}
+	if err != nil {
+		return runners.Failed(wire.ErrTypeDaemon, fmt.Sprintf("slurm runner: sbatch %s: %v", path, err))
+	}
+	jobID, err := ParseJobID(out)
+	if err != nil {
+		return runners.Failed(wire.ErrTypeDaemon, err.Error())
+	}
+	log = log.With("slurm_job", jobID)
+	log.Info("job submitted")
+	return r.follow(ctx, inv, jobID, log)
+}
+
+func (r *Runner) pollInterval(inv runners.Invocation) time.Duration {
+	d := DefaultPollInterval
+	if c := inv.Run.RunConfig.Slurm; c != nil && c.PollIntervalS != nil && *c.PollIntervalS > 0 {
+		d = time.Duration(float64(*c.PollIntervalS) * float64(time.Second))
+	}
+	return max(d, r.opt.MinPollInterval)
+}
+
+// follow polls the job until it ends or ctx is cancelled (then scancel).
+func (r *Runner) follow(ctx context.Context, inv runners.Invocation, jobID string, log *slog.Logger) runners.Outcome {
+	tick := time.NewTicker(r.pollInterval(inv))
+	defer tick.Stop()
+	last := ""
+	for {
+		select {
+		case <-ctx.Done():
+			r.cancel(jobID, inv.Workdir, log)
+			return runners.Killed()
+		case <-tick.C:
+		}
+		state, err := r.state(ctx, inv.Workdir, jobID)
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Warn("squeue failed; will poll again", "err", err)
+			}
+			continue
+		}
+		if state != last {
+			log.Info("job state", "state", state)
+			last = state
+		}
+		switch MapState(state) {
+		case Completed:
+			return runners.ReadOutcome(inv.Workdir, nil)
+		case Failed:
+			return runners.ReadOutcome(inv.Workdir, fmt.Errorf("slurm job %s %s", jobID, state))
+		case Gone:
+			return gone(inv.Workdir, jobID)
+		}
+	}
+}
+
+// gone decides a job that left the queue without a final state seen: the
+// files decide, as for an entry that exited 0 if result.msgpack is there.
+func gone(workdir, jobID string) runners.Outcome {
+	if _, err := os.Stat(filepath.Join(workdir, runners.ResultFile)); err == nil {
+		return runners.ReadOutcome(workdir, nil)
+	}
+	return runners.ReadOutcome(workdir, fmt.Errorf("slurm job %s left the queue without writing %s", jobID, runners.ResultFile))
+}
+
+// errUnknownJob is squeue's answer for an id slurmctld no longer knows.
+var errUnknownJob = errors.New("invalid job id")
+
+// state runs squeue; an id slurmctld has forgotten reads as "" (gone).
+func (r *Runner) state(ctx context.Context, dir, jobID string) (string, error) {
+	out, err := r.command(ctx, dir, r.opt.Squeue, SqueueArgv(jobID)...)
+	if errors.Is(err, errUnknownJob) {
+		return "", nil
+	}
+	return strings.TrimSpace(out), err
+}
+
+func (r *Runner) cancel(jobID, dir string, log *slog.Logger) {
+	// ctx is already cancelled; scancel must still run.
+	ctx, stop := context.WithTimeout(context.Background(), 30*time.Second)
+	defer stop()
+	if _, err := r.command(ctx, dir, r.opt.Scancel, jobID); err != nil {
+		log.Warn("scancel failed", "err", err)
+		return
+	}
+	log.Info("job cancelled")
+}
+
+// command runs one SLURM client and returns its stdout; a failure carries
+// its stderr.
+func (r *Runner) command(ctx context.Context, dir, bin string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = dir
+	cmd.Env = r.opt.BaseEnv
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if strings.Contains(strings.ToLower(msg), "invalid job id") {
+			return "", fmt.Errorf("%w: %s", errUnknownJob, msg)
+		}
+		return "", fmt.Errorf("%s: %w: %s", filepath.Base(bin), err, msg)
+	}
+	return stdout.String(), nil
+}

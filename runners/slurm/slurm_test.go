@@ -1,0 +1,271 @@
+package slurm
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/nymphd/nymph/runners"
+	"github.com/nymphd/nymph/runners/internal/testbuild"
+	"github.com/nymphd/nymph/wirecore/wire"
+)
+
+var entryPath string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "nymph-slurm-entry-")
+	if err == nil {
+		err = os.Chmod(dir, 0o755)
+	}
+	if err == nil {
+		entryPath, err = testbuild.Entry(dir)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestScript(t *testing.T) {
+	inv := runners.Invocation{
+		Run:     wire.Run{InvocationID: "inv7"},
+		Workdir: "/var/lib/udf/inv7",
+		Entry:   []string{"python3", "-m", "dreamlake.lakeshore.daemon.entry"},
+	}
+	want := `#!/bin/bash
+#SBATCH --job-name=nymph-inv7
+#SBATCH --chdir=/var/lib/udf/inv7
+#SBATCH --output=/var/lib/udf/inv7/slurm.out
+#SBATCH --time=01:00:00
+export DREAMLAKE_INVOCATION_ID='inv7'
+export DREAMLAKE_WORKDIR='/var/lib/udf/inv7'
+cd '/var/lib/udf/inv7' || exit 1
+exec 'python3' '-m' 'dreamlake.lakeshore.daemon.entry'
+`
+	got, err := Script(inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatal(diff)
+	}
+
+	inv.Run.ParentInvocationID, inv.Run.RootInvocationID = ptr("p"), ptr("r")
+	inv.Entry = []string{"/opt/entry", "it's"}
+	inv.Run.RunConfig.Slurm = &wire.SlurmConfig{Partition: "gpu", Time: "00:10:00", Gres: "gpu:a100:2", Nodes: "1",
+		NtasksPerNode: "4", CPUsPerTask: "8", Mem: "16G", PollIntervalS: ptr(wire.Float(2))}
+	want = `#!/bin/bash
+#SBATCH --job-name=nymph-inv7
+#SBATCH --chdir=/var/lib/udf/inv7
+#SBATCH --output=/var/lib/udf/inv7/slurm.out
+#SBATCH --partition=gpu
+#SBATCH --time=00:10:00
+#SBATCH --gres=gpu:a100:2
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=4
+#SBATCH --cpus-per-task=8
+#SBATCH --mem=16G
+export DREAMLAKE_INVOCATION_ID='inv7'
+export DREAMLAKE_WORKDIR='/var/lib/udf/inv7'
+export DREAMLAKE_PARENT_INVOCATION_ID='p'
+export DREAMLAKE_ROOT_INVOCATION_ID='r'
+cd '/var/lib/udf/inv7' || exit 1
+exec '/opt/entry' 'it'\''s'
+`
+	if got, err = Script(inv); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatal(diff)
+	}
+}
+
+func TestScriptRefusesInjection(t *testing.T) {
+	for _, cfg := range []wire.SlurmConfig{
+		{Partition: "debug\n#SBATCH --uid=0"},
+		{Time: "1:00 --wrap"},
+		{Mem: "1G\nrm -rf /"},
+	} {
+		inv := runners.Invocation{Run: wire.Run{InvocationID: "i", RunConfig: wire.RunConfig{Slurm: &cfg}}, Workdir: "/w", Entry: []string{"e"}}
+		if s, err := Script(inv); err == nil {
+			t.Errorf("%+v accepted:\n%s", cfg, s)
+		}
+	}
+}
+
+func TestParseJobID(t *testing.T) {
+	for out, want := range map[string]string{
+		"Submitted batch job 12345\n":                "12345",
+		"Submitted batch job 7 on cluster alpha\n":   "7",
+		"sbatch: warning: x\nSubmitted batch job 42": "42",
+	} {
+		got, err := ParseJobID(out)
+		if err != nil || got != want {
+			t.Errorf("%q: %q, %v", out, got, err)
+		}
+	}
+	for _, out := range []string{"", "sbatch: error: Batch job submission failed", "Submitted batch job x"} {
+		if _, err := ParseJobID(out); err == nil {
+			t.Errorf("%q accepted", out)
+		}
+	}
+}
+
+func TestMapState(t *testing.T) {
+	for state, want := range map[string]Phase{
+		"":                     Gone,
+		"\n":                   Gone,
+		"PENDING":              Active,
+		"PD":                   Active,
+		"RUNNING":              Active,
+		"R":                    Active,
+		"COMPLETING":           Active,
+		"CG":                   Active,
+		"CONFIGURING":          Active,
+		"SUSPENDED":            Active,
+		"COMPLETED":            Completed,
+		"CD":                   Completed,
+		"FAILED":               Failed,
+		"F":                    Failed,
+		"CANCELLED":            Failed,
+		"CANCELLED by 0":       Failed,
+		"CA":                   Failed,
+		"TIMEOUT":              Failed,
+		"TO":                   Failed,
+		"NODE_FAIL":            Failed,
+		"OUT_OF_MEMORY":        Failed,
+		"COMPLETED\nCOMPLETED": Completed,
+	} {
+		if got := MapState(state); got != want {
+			t.Errorf("%q: %v, want %v", state, got, want)
+		}
+	}
+}
+
+func TestSqueueArgv(t *testing.T) {
+	if diff := cmp.Diff([]string{"-j", "12", "-h", "-o", "%T", "-t", "all"}, SqueueArgv("12")); diff != "" {
+		t.Fatal(diff)
+	}
+}
+
+// fakeSlurm writes sbatch/squeue/scancel stand-ins sharing a state file:
+// sbatch runs the job script in the background and records its end state;
+// squeue prints the state (or fails like slurmctld for a forgotten id
+// when mode is "forget"; prints nothing when mode is "empty"); scancel
+// marks the job CANCELLED and kills it.
+func fakeSlurm(t *testing.T, mode string) (Options, string) {
+	t.Helper()
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("#!/bin/bash\n"+body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	opt := Options{
+		Sbatch: write("sbatch", fmt.Sprintf(`
+echo "$@" > %[1]s.sbatch-args
+rm -f %[1]s.done
+st() { echo "$1" > %[1]s.tmp.$$ && mv %[1]s.tmp.$$ %[1]s; }
+st PENDING
+( st RUNNING; bash "$1" & echo $! > %[1]s.pid; wait $!; rc=$?
+  if [ "$(cat %[1]s)" != CANCELLED ]; then
+    if [ $rc = 0 ]; then end=COMPLETED; else end=FAILED; fi
+    case %[2]q in forget|empty) end=GONE;; esac
+    st $end
+  fi; echo done > %[1]s.done ) >/dev/null 2>&1 &
+echo "Submitted batch job 4242"
+`, state, mode)),
+		Squeue: write("squeue", fmt.Sprintf(`
+echo "$@" > %[1]s.squeue-args
+s=$(cat %[1]s)
+if [ "$s" = GONE ]; then
+  if [ %[2]q = forget ]; then echo "slurm_load_jobs error: Invalid job id specified" >&2; exit 1; fi
+  exit 0
+fi
+echo "$s"
+`, state, mode)),
+		Scancel: write("scancel", fmt.Sprintf(`
+echo "$@" > %[1]s.scancel-args
+echo CANCELLED > %[1]s.tmp.$$ && mv %[1]s.tmp.$$ %[1]s
+kill -TERM $(cat %[1]s.pid)
+`, state)),
+	}
+	// The fake job outlives the runner by a moment; let it finish before
+	// the temporary directories go.
+	t.Cleanup(func() { waitFor(t, state+".done") })
+	return opt, state
+}
+
+func waitFor(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never appeared", path)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func runJob(t *testing.T, opt Options, ctx context.Context, root, args string) runners.Outcome {
+	t.Helper()
+	reg := runners.NewRegistry(runners.Config{Root: root, Default: runners.KindSlurm, Entry: []string{entryPath}}, New(opt))
+	return reg.Execute(ctx, wire.Run{InvocationID: "job1", ArgsBlob: []byte(args),
+		RunConfig: wire.RunConfig{Slurm: &wire.SlurmConfig{PollIntervalS: ptr(wire.Float(0.05))}}})
+}
+
+func TestRunWithFakeSlurm(t *testing.T) {
+	for _, mode := range []string{"all", "forget", "empty"} {
+		t.Run(mode, func(t *testing.T) {
+			opt, state := fakeSlurm(t, mode)
+			root := t.TempDir()
+			o := runJob(t, opt, context.Background(), root, "ok:from slurm")
+			if diff := cmp.Diff(runners.Outcome{State: wire.StateSucceeded, ResultBlob: []byte("from slurm")}, o); diff != "" {
+				t.Fatal(diff)
+			}
+			if b, _ := os.ReadFile(state + ".sbatch-args"); strings.TrimSpace(string(b)) != filepath.Join(root, "job1", ScriptFile) {
+				t.Fatalf("sbatch args %q", b)
+			}
+			o = runJob(t, opt, context.Background(), root, "fail:bad input")
+			if o.State != wire.StateFailed || o.Error.Message != "ValueError: bad input" {
+				t.Fatalf("%+v", o)
+			}
+			o = runJob(t, opt, context.Background(), root, "exit:3")
+			if o.State != wire.StateFailed || o.Error.TypeName != wire.ErrTypeDaemon {
+				t.Fatalf("%+v %+v", o, o.Error)
+			}
+		})
+	}
+}
+
+func TestCancelRunsScancel(t *testing.T) {
+	opt, state := fakeSlurm(t, "all")
+	root := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan runners.Outcome, 1)
+	go func() { done <- runJob(t, opt, ctx, root, "sleep:60") }()
+	waitFor(t, filepath.Join(root, "job1", "started"))
+	cancel()
+	if diff := cmp.Diff(runners.Killed(), <-done); diff != "" {
+		t.Fatal(diff)
+	}
+	if b, _ := os.ReadFile(state + ".scancel-args"); strings.TrimSpace(string(b)) != "4242" {
+		t.Fatalf("scancel args %q", b)
+	}
+}

@@ -1,0 +1,208 @@
+package runners
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+
+	"github.com/nymphd/nymph/wirecore/wire"
+)
+
+// File names of the workdir contract.
+const (
+	ArgsFile   = "args.msgpack"
+	ResultFile = "result.msgpack"
+	ErrorFile  = "error.json"
+)
+
+// MaxResultBytes bounds result.msgpack: the protocol's payload limit.
+const MaxResultBytes = 100 << 20
+
+// Environment variables every runner gives the entry program.
+const (
+	EnvInvocationID       = "DREAMLAKE_INVOCATION_ID"
+	EnvWorkdir            = "DREAMLAKE_WORKDIR"
+	EnvParentInvocationID = "DREAMLAKE_PARENT_INVOCATION_ID"
+	EnvRootInvocationID   = "DREAMLAKE_ROOT_INVOCATION_ID"
+)
+
+// dirName is what an invocation id must look like to become a directory
+// name: nothing that could climb out of the root.
+var dirName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]*$`)
+
+// Owner is the uid/gid the workdir is handed to when the child runs as
+// another user (as_user); nil keeps the daemon's own.
+type Owner struct{ UID, GID int }
+
+// PrepareWorkdir creates {root}/{name} with mode 0700 and writes args to
+// args.msgpack in it. The root is created 0711 when missing, so that a
+// child running as another user can reach its own directory without being
+// able to list the others. A leftover directory of the same name (a
+// redelivered command, or a failure kept for inspection) is reused:
+// args.msgpack is rewritten and an old result.msgpack or error.json removed.
+func PrepareWorkdir(root, name string, args []byte, owner *Owner) (string, error) {
+	if !dirName.MatchString(name) {
+		return "", fmt.Errorf("runners: workdir name %q is not a plain file name", name)
+	}
+	if err := os.MkdirAll(root, 0o711); err != nil {
+		return "", fmt.Errorf("runners: create workdir root %s: %w", root, err)
+	}
+	dir := filepath.Join(root, name)
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("runners: create workdir %s: %w", dir, err)
+	}
+	// Mkdir's mode is filtered by the umask and a reused directory keeps
+	// its old mode; set it explicitly.
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return "", fmt.Errorf("runners: chmod workdir %s: %w", dir, err)
+	}
+	// Outputs of an earlier attempt must not decide this one.
+	for _, stale := range []string{ResultFile, ErrorFile} {
+		if err := os.Remove(filepath.Join(dir, stale)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("runners: clear %s in %s: %w", stale, dir, err)
+		}
+	}
+	argsPath := filepath.Join(dir, ArgsFile)
+	if err := os.WriteFile(argsPath, args, 0o600); err != nil {
+		return "", fmt.Errorf("runners: write %s: %w", argsPath, err)
+	}
+	if owner != nil {
+		for _, p := range []string{dir, argsPath} {
+			if err := os.Lchown(p, owner.UID, owner.GID); err != nil {
+				return "", fmt.Errorf("runners: hand %s to uid %d: %w", p, owner.UID, err)
+			}
+		}
+	}
+	return dir, nil
+}
+
+// ChildEnv is the environment a runner adds for the entry program:
+// the invocation id, the workdir as the child sees it, and the parent and
+// root invocation ids when the run has them.
+func ChildEnv(run wire.Run, workdir string) []string {
+	env := []string{
+		EnvInvocationID + "=" + run.InvocationID,
+		EnvWorkdir + "=" + workdir,
+	}
+	if run.ParentInvocationID != nil && *run.ParentInvocationID != "" {
+		env = append(env, EnvParentInvocationID+"="+*run.ParentInvocationID)
+	}
+	if run.RootInvocationID != nil && *run.RootInvocationID != "" {
+		env = append(env, EnvRootInvocationID+"="+*run.RootInvocationID)
+	}
+	return env
+}
+
+// childError is error.json as the entry program writes it.
+type childError struct {
+	Type      string  `json:"type"`
+	Message   string  `json:"message"`
+	Traceback *string `json:"traceback"`
+}
+
+// ReadOutcome decides an entry program's outcome from its workdir, once
+// the child has ended. exited is nil when the child exited 0, otherwise
+// what ended it (an exit status, a signal, a job state).
+//
+// The rule, in order:
+//  1. exit 0 and result.msgpack exists: succeeded, its bytes are the result.
+//  2. error.json exists: failed with its type, message "<type>: <message>"
+//     and its traceback — whatever the exit status.
+//  3. exit 0 with neither file: failed, DaemonError, because the contract
+//     says success writes result.msgpack and an empty result would hide a
+//     broken entry program.
+//  4. otherwise: failed, DaemonError naming how the child ended.
+func ReadOutcome(workdir string, exited error) Outcome {
+	if exited == nil {
+		blob, err := readResult(filepath.Join(workdir, ResultFile))
+		switch {
+		case err == nil:
+			return Outcome{State: wire.StateSucceeded, ResultBlob: blob}
+		case !errors.Is(err, fs.ErrNotExist):
+			return Failed(wire.ErrTypeDaemon, err.Error())
+		}
+	}
+	if info, ok, err := readChildError(filepath.Join(workdir, ErrorFile)); ok {
+		return Outcome{State: wire.StateFailed, Error: info}
+	} else if err != nil {
+		return Failed(wire.ErrTypeDaemon, err.Error())
+	}
+	if exited == nil {
+		return Failed(wire.ErrTypeDaemon, "entry program exited 0 without writing "+ResultFile+" or "+ErrorFile)
+	}
+	return Failed(wire.ErrTypeDaemon, "entry program failed: "+exited.Error())
+}
+
+func readResult(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	blob, err := io.ReadAll(io.LimitReader(f, MaxResultBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("runners: read %s: %w", path, err)
+	}
+	if len(blob) > MaxResultBytes {
+		return nil, fmt.Errorf("runners: %s is larger than %d bytes", path, MaxResultBytes)
+	}
+	return blob, nil
+}
+
+// readChildError reads error.json; ok is false when there is none.
+func readChildError(path string) (info *wire.ErrorInfo, ok bool, err error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("runners: read %s: %w", path, err)
+	}
+	var ce childError
+	if err := json.Unmarshal(b, &ce); err != nil {
+		return nil, false, fmt.Errorf("runners: decode %s: %w", path, err)
+	}
+	return SurfaceError(ce.Type, ce.Message, ce.Traceback), true, nil
+}
+
+// SurfaceError turns a child's {type, message, traceback} into the ack's
+// error: the type is kept, the message reads "<type>: <message>" as the
+// spec surfaces it. A child error without a type is a DaemonError.
+func SurfaceError(typ, message string, traceback *string) *wire.ErrorInfo {
+	if typ == "" {
+		return &wire.ErrorInfo{TypeName: wire.ErrTypeDaemon, Message: message, Traceback: traceback}
+	}
+	return &wire.ErrorInfo{TypeName: typ, Message: typ + ": " + message, Traceback: traceback}
+}
+
+// Failed is the outcome of a runner that fails with a type and a message.
+func Failed(typ, message string) Outcome {
+	if typ == "" {
+		typ = wire.ErrTypeDaemon
+	}
+	return Outcome{State: wire.StateFailed, Error: &wire.ErrorInfo{TypeName: typ, Message: message}}
+}
+
+// Killed is the outcome of an invocation stopped because the daemon's
+// shutdown grace expired.
+func Killed() Outcome {
+	return Outcome{State: wire.StateKilled, Error: &wire.ErrorInfo{TypeName: wire.ErrTypeCancelled, Message: wire.CancelledMessage}}
+}
+
+// FinishWorkdir applies the contract's last step: a succeeded invocation's
+// workdir is deleted; a failed or killed one is kept for inspection.
+func FinishWorkdir(workdir string, o Outcome, log *slog.Logger) {
+	if o.State != wire.StateSucceeded {
+		log.Info("workdir kept for inspection", "workdir", workdir, "state", o.State)
+		return
+	}
+	if err := os.RemoveAll(workdir); err != nil {
+		log.Warn("remove workdir", "workdir", workdir, "err", err)
+	}
+}
