@@ -30,17 +30,18 @@ vet:
 
 ## test-unit: unit tests with -race; fuzz seed corpora run here too.
 test-unit:
-	$(GO) test -race -count=1 $(PKGS)
+	$(GO) test -race -count=1 -timeout=25m $(PKGS)
+	$(GO) test -race -count=1 -tags nymph_mock ./runners/ ./runners/builtin/
 
 test-js:
-	GOOS=js GOARCH=wasm $(GO) test -count=1 -exec=$(GOROOT)/lib/wasm/go_js_wasm_exec $(WASM_PKGS)
+	GOOS=js GOARCH=wasm $(GO) test -count=1 -timeout=20m -exec=$(GOROOT)/lib/wasm/go_js_wasm_exec $(WASM_PKGS)
 
 $(BIN)/wazero: go.mod
 	$(GO) build -o $(BIN)/wazero github.com/tetratelabs/wazero/cmd/wazero
 
 test-wasip1: $(BIN)/wazero
 	PATH=$(BIN):$$PATH GOWASIRUNTIME=wazero GOOS=wasip1 GOARCH=wasm \
-		$(GO) test -count=1 -exec=$(GOROOT)/lib/wasm/go_wasip1_wasm_exec $(WASM_PKGS)
+		$(GO) test -count=1 -timeout=20m -exec=$(GOROOT)/lib/wasm/go_wasip1_wasm_exec $(WASM_PKGS)
 
 ## test-wasm: every wirecore test under js/wasm (node) and wasip1 (wazero).
 test-wasm: test-js test-wasip1

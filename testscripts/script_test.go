@@ -45,13 +45,30 @@ func TestScripts(t *testing.T) {
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("PATH", binDir+string(os.PathListSeparator)+env.Getenv("PATH"))
 			env.Setenv("NYMPH_TEST_BIN", filepath.Join(binDir, "nymph"))
+			// Tests reach loopback only: no cloud metadata probes at daemon boot.
+			env.Setenv("NYMPH_CLOUD_METADATA", "off")
+			// The engine_* scripts reach the real engines through these
+			// (eval "$(bash .ci/engines.sh env)").
+			for _, k := range []string{"DOCKER_HOST", "SLURM_CONF", "NYMPH_TEST_SLURM", "NYMPH_TEST_DOCKER_IMAGE", "NYMPH_TEST_RUNSC"} {
+				if v, ok := os.LookupEnv(k); ok {
+					env.Setenv(k, v)
+				}
+			}
 			return nil
+		},
+		// [env:NAME] holds when NAME is set and not empty.
+		Condition: func(cond string) (bool, error) {
+			if name, ok := strings.CutPrefix(cond, "env:"); ok {
+				return os.Getenv(name) != "", nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"waitfor":   cmdWaitFor,
 			"waitmatch": cmdWaitMatch,
 			"freeport":  cmdFreePort,
 			"sigterm":   cmdSigterm,
+			"httppost":  cmdHTTPPost,
 		},
 	})
 }

@@ -2,10 +2,688 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nymphd/nymph/hostio/opclient"
+	"github.com/nymphd/nymph/wirecore/operator"
+	"github.com/nymphd/nymph/wirecore/wire"
 )
 
-func runCtl(_ context.Context, env *cliEnv, _ []string) int {
-	fmt.Fprintln(env.stderr, "nymph ctl: not built yet")
-	return 1
+// ctlCommand is one `nymph ctl` verb.
+type ctlCommand struct {
+	usage   string
+	summary string
+	run     func(ctx context.Context, c *ctlRun, args []string) int
+}
+
+func ctlCommands() map[string]ctlCommand {
+	return map[string]ctlCommand{
+		"workers":     {"workers [--json]", "list workers", ctlWorkers},
+		"exec":        {"exec WORKER [--timeout D] [--env K=V]... [--stdin FILE|-] [--detach] [--no-stream] -- CMD...", "run a shell command on a worker, streaming its output", ctlExec},
+		"setup":       {"setup WORKER --script FILE [--sudo] [--refresh-capabilities] [--name N]", "queue a setup script", ctlSetup},
+		"hibernate":   {"hibernate WORKER --until RFC3339|+DURATION", "send a worker to sleep", ctlHibernate},
+		"reset":       {"reset WORKER", "reset a worker's poll backoff", ctlReset},
+		"update":      {"update WORKER --version V --url URL --sha256 HEX", "ask a worker to replace its binary", ctlUpdate},
+		"run":         {"run --queue Q --runner R [--args FILE] [--module M --qualname Q] [--image I] [--wait]", "queue a function invocation", ctlRunInvocation},
+		"invocations": {"invocations [ID [--wait]] [--json]", "list invocations, or show one (--wait: until it ends)", ctlInvocations},
+		"logs":        {"logs EXEC_ID [--follow]", "print an exec's streamed output", ctlLogs},
+		"wait":        {"wait WORKER [--state S] [--timeout D]", "wait until a worker is registered (and in state S)", ctlWait},
+	}
+}
+
+// proceed is the status the argument helpers return when the verb should
+// carry on; any other value (0 or more) is the exit status to stop with.
+const proceed = -1
+
+// ctlRun is what every verb shares: the environment and the connection
+// flags given before the verb, which a verb's own flags may override.
+type ctlRun struct {
+	env    *cliEnv
+	conn   ctlConn
+	client *opclient.Client
+}
+
+// ctlConn holds the connection flags every verb accepts.
+type ctlConn struct {
+	server, token, tokenFile string
+}
+
+func (cc *ctlConn) register(fs *flag.FlagSet, def ctlConn) {
+	fs.StringVar(&cc.server, "server", def.server, "control plane base URL (env NYMPH_SERVER)")
+	fs.StringVar(&cc.token, "admin-token", def.token, "admin bearer token (env NYMPH_ADMIN_TOKEN)")
+	fs.StringVar(&cc.tokenFile, "admin-token-file", def.tokenFile, "file holding the admin token (env NYMPH_ADMIN_TOKEN_FILE)")
+}
+
+func connFromEnv(env *cliEnv) ctlConn {
+	return ctlConn{
+		server:    envOr(env, "NYMPH_SERVER", opclient.DefaultServer),
+		token:     env.getenv("NYMPH_ADMIN_TOKEN"),
+		tokenFile: env.getenv("NYMPH_ADMIN_TOKEN_FILE"),
+	}
+}
+
+func (cc *ctlConn) dial() (*opclient.Client, error) {
+	token := cc.token
+	if token == "" && cc.tokenFile != "" {
+		b, err := os.ReadFile(cc.tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("read admin token: %w", err)
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	return opclient.New(cc.server, token, nil)
+}
+
+func envOr(env *cliEnv, key, def string) string {
+	if v := env.getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// flags starts a verb's flag set with the connection flags on it.
+func (c *ctlRun) flags(verb string) *flag.FlagSet {
+	fs := flag.NewFlagSet("nymph ctl "+verb, flag.ContinueOnError)
+	fs.SetOutput(c.env.stderr)
+	def := c.conn
+	c.conn.register(fs, def)
+	u := ctlCommands()[verb].usage
+	fs.Usage = func() {
+		fmt.Fprintf(c.env.stderr, "usage: nymph ctl %s\n", u)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses a verb's arguments, letting flags and positionals
+// interleave, and stops at the first positional after want of them (the
+// command of exec) or at "--". It returns the positionals and the rest.
+func (c *ctlRun) parse(fs *flag.FlagSet, args []string, want int) (pos, rest []string, status int) {
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, nil, flagStatus(err)
+		}
+		// Parse stops at the first non-flag argument, or just after a
+		// "--" it consumed: either way what follows starts positional.
+		args = fs.Args()
+		if len(args) == 0 || len(pos) == want {
+			return pos, args, proceed
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// connect creates the client once flags are parsed.
+func (c *ctlRun) connect() int {
+	cl, err := c.conn.dial()
+	if err != nil {
+		return c.fail(err)
+	}
+	c.client = cl
+	return proceed
+}
+
+// fail reports an error and returns ctl's status for a failed request.
+func (c *ctlRun) fail(err error) int {
+	if errors.Is(err, context.Canceled) {
+		fmt.Fprintln(c.env.stderr, "nymph ctl: interrupted")
+		return 130
+	}
+	fmt.Fprintf(c.env.stderr, "nymph ctl: %v\n", err)
+	return opclient.ExitLocalFail
+}
+
+// usageErr reports a bad argument and returns the usage status.
+func (c *ctlRun) usageErr(verb, format string, a ...any) int {
+	fmt.Fprintf(c.env.stderr, "nymph ctl %s: %s\n", verb, fmt.Sprintf(format, a...))
+	fmt.Fprintf(c.env.stderr, "usage: nymph ctl %s\n", ctlCommands()[verb].usage)
+	return 2
+}
+
+// flagStatus maps a flag parse error to an exit status: -h is success.
+func flagStatus(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return 2
+}
+
+func ctlUsage(w io.Writer) {
+	fmt.Fprintln(w, "usage: nymph ctl [--server URL] [--admin-token T | --admin-token-file F] <verb> [args]")
+	fmt.Fprintln(w)
+	verbs := ctlCommands()
+	names := make([]string, 0, len(verbs))
+	for n := range verbs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-12s %s\n", n, verbs[n].summary)
+	}
+}
+
+func runCtl(ctx context.Context, env *cliEnv, args []string) int {
+	c := &ctlRun{env: env}
+	top := flag.NewFlagSet("nymph ctl", flag.ContinueOnError)
+	top.SetOutput(env.stderr)
+	top.Usage = func() { ctlUsage(env.stderr) }
+	c.conn.register(top, connFromEnv(env))
+	if err := top.Parse(args); err != nil {
+		return flagStatus(err)
+	}
+	if top.NArg() == 0 {
+		ctlUsage(env.stderr)
+		return 2
+	}
+	verb, ok := ctlCommands()[top.Arg(0)]
+	if !ok {
+		fmt.Fprintf(env.stderr, "nymph ctl: unknown verb %q\n\n", top.Arg(0))
+		ctlUsage(env.stderr)
+		return 2
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-env.signals:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return verb.run(ctx, c, top.Args()[1:])
+}
+
+// ctlPrepare parses a verb's flags, checks the count of positionals (want
+// exactly; rest only when allowRest) and connects. status >= 0 means stop.
+func (c *ctlRun) prepare(verb string, fs *flag.FlagSet, args []string, want int, allowRest bool) (pos, rest []string, status int) {
+	pos, rest, status = c.parse(fs, args, want)
+	if status >= 0 {
+		return nil, nil, status
+	}
+	if len(pos) < want {
+		return nil, nil, c.usageErr(verb, "missing argument")
+	}
+	if len(rest) > 0 && !allowRest {
+		return nil, nil, c.usageErr(verb, "unexpected argument %q", rest[0])
+	}
+	if st := c.connect(); st >= 0 {
+		return nil, nil, st
+	}
+	return pos, rest, proceed
+}
+
+// worker resolves a WORKER argument (id, machine id or label) to an id,
+// and says so when the worker will not pick a command up soon.
+func (c *ctlRun) worker(ctx context.Context, ref string) (string, int) {
+	id, w, err := c.client.ResolveWorker(ctx, ref)
+	if err != nil {
+		return "", c.fail(err)
+	}
+	if w.State == "hibernating" || w.State == "lost" {
+		fmt.Fprintf(c.env.stderr, "nymph ctl: note: worker %s is %s; the command waits until it polls again\n", w.ID, w.State)
+	}
+	return id, proceed
+}
+
+func ctlWorkers(ctx context.Context, c *ctlRun, args []string) int {
+	fs := c.flags("workers")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, _, st := c.prepare("workers", fs, args, 0, false); st >= 0 {
+		return st
+	}
+	ws, err := c.client.Workers(ctx)
+	if err != nil {
+		return c.fail(err)
+	}
+	if *asJSON {
+		err = opclient.WriteJSON(c.env.stdout, ws)
+	} else {
+		err = opclient.WriteWorkers(c.env.stdout, ws, time.Now())
+	}
+	if err != nil {
+		return c.fail(err)
+	}
+	return 0
+}
+
+// envFlag collects repeated --env K=V.
+type envFlag map[string]string
+
+func (e envFlag) String() string { return "" }
+
+func (e envFlag) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want K=V, got %q", s)
+	}
+	e[k] = v
+	return nil
+}
+
+// parseSeconds accepts a Go duration ("90s", "2m") or a number of seconds.
+func parseSeconds(s string) (float64, error) {
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		if f <= 0 {
+			return 0, fmt.Errorf("%q: must be positive", s)
+		}
+		return f, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q: want a duration like 30s or a number of seconds", s)
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("%q: must be positive", s)
+	}
+	return d.Seconds(), nil
+}
+
+func ctlExec(ctx context.Context, c *ctlRun, args []string) int {
+	fs := c.flags("exec")
+	env := envFlag{}
+	fs.Var(env, "env", "set K=V in the command's environment (repeatable)")
+	timeout := fs.String("timeout", "", "kill the command after this long (30s, 2m, or seconds)")
+	stdinFrom := fs.String("stdin", "", "feed FILE (or - for this stdin) to the command")
+	workdir := fs.String("workdir", "", "run in this directory on the worker")
+	detach := fs.Bool("detach", false, "queue the exec, print its id and return (see nymph ctl logs)")
+	noStream := fs.Bool("no-stream", false, "collect output on the worker (capped at 1 MiB each) and print it at the end")
+	pos, rest, st := c.prepare("exec", fs, args, 1, true)
+	if st >= 0 {
+		return st
+	}
+	if len(rest) == 0 {
+		return c.usageErr("exec", "missing command after WORKER")
+	}
+	req := operator.ExecRequest{Command: strings.Join(rest, " "), Stream: !*noStream}
+	if len(env) > 0 {
+		req.Env = env
+	}
+	if *timeout != "" {
+		secs, err := parseSeconds(*timeout)
+		if err != nil {
+			return c.usageErr("exec", "--timeout %v", err)
+		}
+		req.TimeoutS = &secs
+	}
+	if *workdir != "" {
+		req.Workdir = workdir
+	}
+	if *stdinFrom != "" {
+		data, err := readInput(c.env, *stdinFrom)
+		if err != nil {
+			return c.usageErr("exec", "--stdin: %v", err)
+		}
+		s := string(data)
+		req.Stdin = &s
+	}
+	worker, st := c.worker(ctx, pos[0])
+	if st >= 0 {
+		return st
+	}
+	if *detach {
+		acc, err := c.client.Exec(ctx, worker, req)
+		if err != nil {
+			return c.fail(err)
+		}
+		fmt.Fprintln(c.env.stdout, acc.ExecID)
+		return 0
+	}
+	acc, out, err := c.client.RunExec(ctx, worker, req, c.env.stdout, c.env.stderr)
+	if err != nil {
+		if acc.ExecID != "" && errors.Is(err, context.Canceled) {
+			fmt.Fprintf(c.env.stderr, "nymph ctl: stopped following exec %s; it keeps running (nymph ctl logs %s --follow)\n", acc.ExecID, acc.ExecID)
+			return 130
+		}
+		return c.fail(err)
+	}
+	code, msg := opclient.ExitStatus(acc.ExecID, out.Result)
+	if msg != "" {
+		fmt.Fprintf(c.env.stderr, "nymph ctl: %s\n", msg)
+	}
+	return code
+}
+
+// readInput reads FILE, or this process's stdin for "-".
+func readInput(env *cliEnv, name string) ([]byte, error) {
+	if name == "-" {
+		return io.ReadAll(io.LimitReader(env.stdin, wire.PayloadMax+1))
+	}
+	return os.ReadFile(name)
+}
+
+func ctlSetup(ctx context.Context, c *ctlRun, args []string) int {
+	fs := c.flags("setup")
+	script := fs.String("script", "", "the setup script (a file, or - for stdin)")
+	sudo := fs.Bool("sudo", false, "run the script as root")
+	refresh := fs.Bool("refresh-capabilities", false, "re-detect the host after the script succeeds")
+	name := fs.String("name", "", "a name for this setup step")
+	pos, _, st := c.prepare("setup", fs, args, 1, false)
+	if st >= 0 {
+		return st
+	}
+	if *script == "" {
+		return c.usageErr("setup", "--script is required")
+	}
+	body, err := readInput(c.env, *script)
+	if err != nil {
+		return c.usageErr("setup", "--script: %v", err)
+	}
+	worker, st := c.worker(ctx, pos[0])
+	if st >= 0 {
+		return st
+	}
+	acc, err := c.client.Setup(ctx, worker, operator.SetupRequest{
+		Script: string(body), Sudo: *sudo, RefreshCapabilities: *refresh, Name: *name,
+	})
+	return c.accepted(acc, err, "setup")
+}
+
+// accepted prints a queued command's id.
+func (c *ctlRun) accepted(acc operator.CommandAccepted, err error, what string) int {
+	if err != nil {
+		return c.fail(err)
+	}
+	fmt.Fprintf(c.env.stdout, "queued %s %s for worker %s\n", what, acc.CommandID, acc.WorkerID)
+	return 0
+}
+
+// parseUntil accepts RFC 3339 or +DURATION relative to now.
+func parseUntil(s string, now time.Time) (time.Time, error) {
+	if rel, ok := strings.CutPrefix(s, "+"); ok {
+		d, err := time.ParseDuration(rel)
+		if err != nil || d <= 0 {
+			return time.Time{}, fmt.Errorf("%q: want +DURATION like +30s", s)
+		}
+		return now.Add(d), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q: want RFC 3339 (2026-01-02T15:04:05Z) or +DURATION", s)
+	}
+	return t, nil
+}
+
+func ctlHibernate(ctx context.Context, c *ctlRun, args []string) int {
+	fs := c.flags("hibernate")
+	until := fs.String("until", "", "wake at this time: RFC 3339 or +DURATION")
+	pos, _, st := c.prepare("hibernate", fs, args, 1, false)
+	if st >= 0 {
+		return st
+	}
+	if *until == "" {
+		return c.usageErr("hibernate", "--until is required")
+	}
+	t, err := parseUntil(*until, time.Now())
+	if err != nil {
+		return c.usageErr("hibernate", "--until %v", err)
+	}
+	req := operator.HibernateRequest{UntilEpochS: float64(t.UnixNano()) / 1e9}
+	worker, st := c.worker(ctx, pos[0])
+	if st >= 0 {
+		return st
+	}
+	acc, err := c.client.Hibernate(ctx, worker, req)
+	if err == nil {
+		fmt.Fprintf(c.env.stdout, "worker %s hibernates until %s\n", acc.WorkerID, t.UTC().Format(time.RFC3339))
+	}
+	return c.accepted(acc, err, "hibernate")
+}
+
+func ctlReset(ctx context.Context, c *ctlRun, args []string) int {
+	fs := c.flags("reset")
+	pos, _, st := c.prepare("reset", fs, args, 1, false)
+	if st >= 0 {
+		return st
+	}
+	worker, st := c.worker(ctx, pos[0])
+	if st >= 0 {
+		return st
+	}
+	acc, err := c.client.Reset(ctx, worker)
+	return c.accepted(acc, err, "reset_backoff")
+}
+
+// checkSHA256 applies the daemon's own rule before anything is queued.
+func checkSHA256(s string) error {
+	if len(s) != 64 {
+		return fmt.Errorf("%q: want 64 hex characters, got %d", s, len(s))
+	}
+	if _, err := hex.DecodeString(s); err != nil {
+		return fmt.Errorf("%q: not hex", s)
+	}
+	return nil
+}
+
+func ctlUpdate(ctx context.Context, c *ctlRun, args []string) int {
+	fs := c.flags("update")
+	version := fs.String("version", "", "the version to install")
+	url := fs.String("url", "", "where the worker downloads the binary")
+	sum := fs.String("sha256", "", "the binary's sha256, 64 hex characters")
+	pos, _, st := c.prepare("update", fs, args, 1, false)
+	if st >= 0 {
+		return st
+	}
+	switch {
+	case *version == "":
+		return c.usageErr("update", "--version is required")
+	case !strings.HasPrefix(*url, "https://") && !strings.HasPrefix(*url, "http://"):
+		return c.usageErr("update", "--url must be an http(s) URL, got %q", *url)
+	}
+	if err := checkSHA256(*sum); err != nil {
+		return c.usageErr("update", "--sha256 %v", err)
+	}
+	worker, st := c.worker(ctx, pos[0])
+	if st >= 0 {
+		return st
+	}
+	acc, err := c.client.Update(ctx, worker, operator.UpdateRequest{Version: *version, URL: *url, SHA256: strings.ToLower(*sum)})
+	return c.accepted(acc, err, "ota_update")
+}
+
+func ctlRunInvocation(ctx context.Context, c *ctlRun, args []string) int {
+	fs := c.flags("run")
+	queue := fs.String("queue", "default", "queue to put the invocation on")
+	runner := fs.String("runner", "", "runner kind: process, docker, gvisor, slurm, kube")
+	argsFile := fs.String("args", "", "file (or -) whose bytes become args.msgpack")
+	module := fs.String("module", "__main__", "function module")
+	qualname := fs.String("qualname", "main", "function qualified name")
+	image := fs.String("image", "", "container image (docker, gvisor, kube)")
+	var tags stringList
+	fs.Var(&tags, "require-tag", "only a worker with this k=v tag may take it (repeatable)")
+	wait := fs.Bool("wait", false, "wait until the invocation ends; exit 0 only if it succeeded")
+	asJSON := fs.Bool("json", false, "print the invocation as JSON")
+	if _, _, st := c.prepare("run", fs, args, 0, false); st >= 0 {
+		return st
+	}
+	if *runner == "" {
+		return c.usageErr("run", "--runner is required")
+	}
+	req := operator.RunRequest{
+		Queue:        *queue,
+		Function:     wire.Function{Module: *module, Qualname: *qualname},
+		RunConfig:    wire.RunConfig{Runner: *runner, Image: *image},
+		RequiredTags: tags,
+	}
+	if *argsFile != "" {
+		data, err := readInput(c.env, *argsFile)
+		if err != nil {
+			return c.usageErr("run", "--args: %v", err)
+		}
+		req.ArgsBlob = data
+	}
+	inv, err := c.client.Run(ctx, req)
+	if err != nil {
+		return c.fail(err)
+	}
+	if !*wait {
+		return c.printInvocation(inv, *asJSON)
+	}
+	fmt.Fprintf(c.env.stderr, "queued invocation %s on %s; waiting\n", inv.ID, inv.Queue)
+	return c.showInvocation(ctx, inv.ID, true, *asJSON)
+}
+
+func (c *ctlRun) printInvocation(inv operator.Invocation, asJSON bool) int {
+	if asJSON {
+		if err := opclient.WriteJSON(c.env.stdout, inv); err != nil {
+			return c.fail(err)
+		}
+		return 0
+	}
+	fmt.Fprintf(c.env.stdout, "invocation %s %s", inv.ID, inv.State)
+	if inv.WorkerID != "" {
+		fmt.Fprintf(c.env.stdout, " on %s", inv.WorkerID)
+	}
+	fmt.Fprintln(c.env.stdout)
+	if inv.Error != nil {
+		fmt.Fprintf(c.env.stdout, "error: %s: %s\n", inv.Error.TypeName, inv.Error.Message)
+	}
+	if len(inv.ResultBlob) > 0 {
+		fmt.Fprintf(c.env.stdout, "result: %d bytes\n", len(inv.ResultBlob))
+	}
+	return 0
+}
+
+// stringList collects a repeated string flag.
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+func ctlInvocations(ctx context.Context, c *ctlRun, args []string) int {
+	fs := c.flags("invocations")
+	asJSON := fs.Bool("json", false, "print JSON")
+	wait := fs.Bool("wait", false, "with ID: wait until it ends; exit 0 only if it succeeded")
+	pos, rest, st := c.parse(fs, args, 1)
+	if st >= 0 {
+		return st
+	}
+	if len(rest) > 0 {
+		return c.usageErr("invocations", "unexpected argument %q", rest[0])
+	}
+	if *wait && len(pos) == 0 {
+		return c.usageErr("invocations", "--wait needs an invocation ID")
+	}
+	if st := c.connect(); st >= 0 {
+		return st
+	}
+	if len(pos) == 1 {
+		return c.showInvocation(ctx, pos[0], *wait, *asJSON)
+	}
+	invs, err := c.client.Invocations(ctx)
+	if err != nil {
+		return c.fail(err)
+	}
+	if *asJSON {
+		err = opclient.WriteJSON(c.env.stdout, invs)
+	} else {
+		err = opclient.WriteInvocations(c.env.stdout, invs, time.Now())
+	}
+	if err != nil {
+		return c.fail(err)
+	}
+	return 0
+}
+
+// showInvocation prints one invocation, after waiting for its end if asked.
+func (c *ctlRun) showInvocation(ctx context.Context, id string, wait, asJSON bool) int {
+	var inv operator.Invocation
+	var err error
+	if wait {
+		inv, err = c.client.WaitInvocation(ctx, id)
+	} else {
+		inv, err = c.client.Invocation(ctx, id)
+	}
+	if err != nil {
+		return c.fail(err)
+	}
+	if st := c.printInvocation(inv, asJSON); st != 0 {
+		return st
+	}
+	if wait && inv.State != wire.StateSucceeded {
+		return 1
+	}
+	return 0
+}
+
+func ctlLogs(ctx context.Context, c *ctlRun, args []string) int {
+	fs := c.flags("logs")
+	follow := fs.Bool("follow", false, "keep printing until the exec finishes")
+	fs.BoolVar(follow, "f", false, "short for --follow")
+	pos, _, st := c.prepare("logs", fs, args, 1, false)
+	if st >= 0 {
+		return st
+	}
+	var n int64
+	var err error
+	if *follow {
+		n, err = c.client.FollowLogs(ctx, pos[0], 0, c.env.stdout)
+	} else {
+		var page operator.LogsPage
+		page, err = c.client.DumpLogs(ctx, pos[0], c.env.stdout)
+		n = page.NextOffset
+	}
+	if err != nil {
+		return c.fail(err)
+	}
+	if n > 0 {
+		return 0
+	}
+	// Nothing was streamed: an exec run without streaming keeps its output
+	// in the result.
+	es, err := c.client.ExecStatus(ctx, pos[0])
+	if err != nil {
+		return c.fail(err)
+	}
+	if es.Result != nil {
+		io.WriteString(c.env.stdout, es.Result.Stdout)
+		io.WriteString(c.env.stderr, es.Result.Stderr)
+	}
+	return 0
+}
+
+func ctlWait(ctx context.Context, c *ctlRun, args []string) int {
+	fs := c.flags("wait")
+	state := fs.String("state", "", "wait for this state: active, setting_up, hibernating or lost")
+	timeout := fs.String("timeout", "60s", "give up after this long")
+	pos, _, st := c.prepare("wait", fs, args, 1, false)
+	if st >= 0 {
+		return st
+	}
+	secs, err := parseSeconds(*timeout)
+	if err != nil {
+		return c.usageErr("wait", "--timeout %v", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(secs*float64(time.Second)))
+	defer cancel()
+	var last operator.Worker
+	w, err := c.client.WaitWorker(ctx, func(w operator.Worker) bool {
+		if m, ok := opclient.MatchWorker([]operator.Worker{w}, pos[0]); ok {
+			last = m
+			return *state == "" || m.State == *state
+		}
+		return false
+	})
+	if errors.Is(err, context.DeadlineExceeded) {
+		if last.ID == "" {
+			fmt.Fprintf(c.env.stderr, "nymph ctl: no worker %q after %s\n", pos[0], *timeout)
+		} else {
+			fmt.Fprintf(c.env.stderr, "nymph ctl: worker %s is %s, not %s, after %s\n", last.ID, last.State, *state, *timeout)
+		}
+		return 1
+	}
+	if err != nil {
+		return c.fail(err)
+	}
+	fmt.Fprintf(c.env.stdout, "worker %s is %s\n", w.ID, w.State)
+	return 0
 }

@@ -2,10 +2,197 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
 	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nymphd/nymph/hostio/blobstore"
+	"github.com/nymphd/nymph/hostio/planeserver"
+	"github.com/nymphd/nymph/hostio/sqlstore"
+	"github.com/nymphd/nymph/wirecore/plane"
 )
 
-func runServe(_ context.Context, env *cliEnv, _ []string) int {
-	fmt.Fprintln(env.stderr, "nymph serve: not built yet")
-	return 1
+// adminTokenFile is where serve keeps a generated admin token.
+const adminTokenFile = "admin.token"
+
+func runServe(ctx context.Context, env *cliEnv, args []string) int {
+	flags := flag.NewFlagSet("nymph serve", flag.ContinueOnError)
+	flags.SetOutput(env.stderr)
+	listen := flags.String("listen", "127.0.0.1:8383", "address to listen on")
+	dataDir := flags.String("data-dir", "", "directory of the database, blobs and generated tokens (required)")
+	tokenFile := flags.String("token-file", "", "file holding the daemons' bootstrap bearer (default: daemons need none)")
+	relayTokenFile := flags.String("relay-token-file", "", "file holding the token relays present (default: the daemon token)")
+	adminFile := flags.String("admin-token-file", "", "file holding the operator API's bearer (default: DATA-DIR/admin.token, generated when absent)")
+	storeKind := flags.String("store", "sqlite", `record store: "sqlite" (DATA-DIR/nymph.db) or "memory" (lost on exit)`)
+	publicURL := flags.String("public-url", "", "base URL daemons reach this server at, for presigned payload URLs (default: http://LISTEN)")
+	target := flags.String("target-version", "", "nymph version every daemon should run (sent as target_nymph_version)")
+	verbose := flags.Bool("v", false, "log every request-level decision at debug level")
+	if err := flags.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if *dataDir == "" || flags.NArg() > 0 {
+		fmt.Fprintln(env.stderr, "usage: nymph serve --data-dir DIR [--listen ADDR] [--token-file F] [--admin-token-file F] [--store sqlite|memory]")
+		return 2
+	}
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: level}))
+	if err := serve(ctx, env, log, serveOptions{
+		listen: *listen, dataDir: *dataDir, tokenFile: *tokenFile, relayTokenFile: *relayTokenFile,
+		adminFile: *adminFile, store: *storeKind, publicURL: *publicURL, target: *target,
+	}); err != nil {
+		fmt.Fprintf(env.stderr, "nymph serve: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+type serveOptions struct {
+	listen, dataDir, tokenFile, relayTokenFile, adminFile, store, publicURL, target string
+}
+
+func serve(ctx context.Context, env *cliEnv, log *slog.Logger, o serveOptions) error {
+	if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
+		return fmt.Errorf("create data dir %s: %w", o.dataDir, err)
+	}
+	daemonTok, err := optionalToken(o.tokenFile)
+	if err != nil {
+		return err
+	}
+	relayTok, err := optionalToken(o.relayTokenFile)
+	if err != nil {
+		return err
+	}
+	adminPath := o.adminFile
+	if adminPath == "" {
+		adminPath = filepath.Join(o.dataDir, adminTokenFile)
+	}
+	adminTok, created, err := adminToken(adminPath)
+	if err != nil {
+		return err
+	}
+	store, err := openStore(ctx, o.store, o.dataDir, log)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", o.listen, err)
+	}
+	base := o.publicURL
+	if base == "" {
+		base = "http://" + ln.Addr().String()
+	}
+	blobs, err := blobstore.Open(o.dataDir, base, blobstore.Options{Log: log})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer blobs.Close()
+
+	srv, err := planeserver.New(ctx, planeserver.Config{
+		Store: store, Blobs: blobs,
+		DaemonToken: daemonTok, RelayToken: relayTok, AdminToken: adminTok,
+		Plane: plane.Config{Entropy: rand.Reader, TargetVersion: o.target},
+		Log:   log,
+	})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	if created {
+		fmt.Fprintf(env.stdout, "nymph serve: generated an admin token in %s\n", adminPath)
+	} else {
+		fmt.Fprintf(env.stdout, "nymph serve: admin token from %s\n", adminPath)
+	}
+	if daemonTok == "" {
+		fmt.Fprintln(env.stdout, "nymph serve: no --token-file: daemon routes accept requests without a bearer")
+	}
+	fmt.Fprintf(env.stdout, "nymph serve: listening on http://%s (store: %s, data: %s)\n", ln.Addr(), o.store, o.dataDir)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case sig := <-env.signals:
+			log.Info("stopping", "signal", sig)
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return srv.Serve(ctx, ln, 5*time.Second)
+}
+
+func openStore(ctx context.Context, kind, dataDir string, log *slog.Logger) (planeserver.Store, error) {
+	switch kind {
+	case "sqlite":
+		return sqlstore.Open(ctx, dataDir, log)
+	case "memory":
+		return planeserver.NewMemStore(), nil
+	}
+	return nil, fmt.Errorf("--store %q: want sqlite or memory", kind)
+}
+
+// optionalToken reads a token file, trimmed; no file named means no token.
+func optionalToken(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read token file: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("token file %s is empty", path)
+	}
+	return tok, nil
+}
+
+// adminToken reads the admin token, generating it (0600) when the file
+// does not exist.
+func adminToken(path string) (tok string, created bool, err error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		if tok = strings.TrimSpace(string(b)); tok == "" {
+			return "", false, fmt.Errorf("admin token file %s is empty", path)
+		}
+		return tok, false, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", false, fmt.Errorf("read admin token: %w", err)
+	}
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", false, fmt.Errorf("generate admin token: %w", err)
+	}
+	tok = hex.EncodeToString(raw[:])
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", false, fmt.Errorf("write admin token: %w", err)
+	}
+	if _, err := f.WriteString(tok + "\n"); err != nil {
+		f.Close()
+		return "", false, fmt.Errorf("write admin token %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return "", false, fmt.Errorf("write admin token %s: %w", path, err)
+	}
+	return tok, true, nil
 }

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nymphd/nymph/wirecore/operator"
+	"github.com/nymphd/nymph/wirecore/wire"
+)
+
+// ctlServer records operator requests and answers them like serve would.
+type ctlServer struct {
+	mu       sync.Mutex
+	requests []string
+	bodies   map[string][]byte
+	exitCode int64
+}
+
+func (s *ctlServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests = append(s.requests, r.Method+" "+r.URL.Path)
+	var body bytes.Buffer
+	body.ReadFrom(r.Body)
+	s.bodies[r.URL.Path] = body.Bytes()
+	reply := func(v any) { json.NewEncoder(w).Encode(v) }
+	switch {
+	case r.Header.Get("Authorization") != "Bearer tok":
+		w.WriteHeader(401)
+		reply(operator.Error{Error: "admin token required"})
+	case r.URL.Path == "/v1/admin/workers":
+		reply([]operator.Worker{{ID: "w1", MachineID: "box", Label: "the box", State: "active"}})
+	case r.URL.Path == "/v1/admin/workers/nope/exec":
+		w.WriteHeader(404)
+		reply(operator.Error{Error: "unknown worker nope"})
+	case strings.HasSuffix(r.URL.Path, "/exec"):
+		reply(operator.ExecAccepted{ExecID: "e1", CommandID: "c1"})
+	case r.URL.Path == "/v1/admin/execs/e1/logs":
+		if r.URL.Query().Get("offset") == "0" {
+			reply(operator.LogsPage{Data: []byte("remote says hi\n"), NextOffset: 15})
+			return
+		}
+		reply(operator.LogsPage{Offset: 15, NextOffset: 15, Done: true})
+	case r.URL.Path == "/v1/admin/execs/e1":
+		reply(operator.ExecStatus{ExecID: "e1", State: "finished", Result: &wire.ExecResult{ExitCode: wire.Int(s.exitCode)}})
+	default:
+		reply(operator.CommandAccepted{CommandID: "c2", WorkerID: "w1"})
+	}
+}
+
+func runCtlTest(t *testing.T, s *ctlServer, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	var out, errb bytes.Buffer
+	env := &cliEnv{
+		stdin: strings.NewReader(stdin), stdout: &out, stderr: &errb,
+		getenv: func(k string) string {
+			return map[string]string{"NYMPH_SERVER": srv.URL, "NYMPH_ADMIN_TOKEN": "tok"}[k]
+		},
+		signals: make(chan os.Signal),
+	}
+	code := runCtl(context.Background(), env, args)
+	return code, out.String(), errb.String()
+}
+
+func newCtlServer() *ctlServer { return &ctlServer{bodies: map[string][]byte{}} }
+
+func TestCtlExecExitCodeEnvStdin(t *testing.T) {
+	s := newCtlServer()
+	s.exitCode = 42
+	code, out, errText := runCtlTest(t, s, "piped", "exec", "--env", "A=1", "w1", "--env", "B=x=y", "--stdin", "-", "--timeout", "1m", "--", "echo", "-n", "$A")
+	if code != 42 || out != "remote says hi\n" {
+		t.Fatalf("code=%d out=%q err=%q", code, out, errText)
+	}
+	var req operator.ExecRequest
+	json.Unmarshal(s.bodies["/v1/admin/workers/w1/exec"], &req)
+	if req.Command != "echo -n $A" || req.Env["A"] != "1" || req.Env["B"] != "x=y" || *req.Stdin != "piped" || *req.TimeoutS != 60 || !req.Stream {
+		t.Fatalf("exec request = %+v", req)
+	}
+}
+
+func TestCtlExecSentinels(t *testing.T) {
+	s := newCtlServer()
+	s.exitCode = -2
+	code, _, errText := runCtlTest(t, s, "", "exec", "w1", "sleep", "9")
+	if code != 124 || !strings.Contains(errText, "timed out") {
+		t.Fatalf("timeout: code=%d err=%q", code, errText)
+	}
+	s.exitCode = -1
+	code, _, errText = runCtlTest(t, s, "", "exec", "w1", "x")
+	if code != 125 || !strings.Contains(errText, "could not run") {
+		t.Fatalf("spawn failure: code=%d err=%q", code, errText)
+	}
+}
+
+func TestCtlServerErrors(t *testing.T) {
+	code, _, errText := runCtlTest(t, newCtlServer(), "", "exec", "nope", "true")
+	if code != 1 || !strings.Contains(errText, "404 unknown worker nope") {
+		t.Fatalf("code=%d err=%q", code, errText)
+	}
+	code, _, errText = runCtlTest(t, newCtlServer(), "", "--admin-token", "bad", "reset", "w1")
+	if code != 1 || !strings.Contains(errText, "401 admin token required") {
+		t.Fatalf("bad token: code=%d err=%q", code, errText)
+	}
+}
+
+func TestCtlUsageErrorsSendNothing(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"frobnicate"},
+		{"exec"},
+		{"exec", "w1"},
+		{"exec", "--timeout", "soon", "w1", "true"},
+		{"exec", "--env", "NOEQUALS", "w1", "true"},
+		{"setup", "w1"},
+		{"setup", "w1", "--script", filepath.Join(dir, "missing.sh")},
+		{"hibernate", "w1"},
+		{"hibernate", "w1", "--until", "tomorrow"},
+		{"update", "w1", "--version", "1.2", "--url", "https://x/nymph", "--sha256", "abc"},
+		{"update", "w1", "--version", "1.2", "--url", "https://x/nymph", "--sha256", strings.Repeat("g", 64)},
+		{"update", "w1", "--version", "1.2", "--url", "file:///x", "--sha256", strings.Repeat("a", 64)},
+		{"run", "--queue", "q"},
+		{"reset"},
+		{"reset", "w1", "extra"},
+		{"workers", "--bogus"},
+	} {
+		s := newCtlServer()
+		code, _, errText := runCtlTest(t, s, "", args...)
+		if code != 2 || errText == "" {
+			t.Errorf("%v: code=%d stderr=%q, want 2 and a message", args, code, errText)
+		}
+		if len(s.requests) != 0 {
+			t.Errorf("%v: sent %v before checking arguments", args, s.requests)
+		}
+	}
+}
+
+func TestCtlHibernateUntil(t *testing.T) {
+	s := newCtlServer()
+	before := time.Now()
+	code, out, errText := runCtlTest(t, s, "", "hibernate", "w1", "--until", "+90s")
+	if code != 0 {
+		t.Fatalf("code=%d err=%q", code, errText)
+	}
+	var req operator.HibernateRequest
+	json.Unmarshal(s.bodies["/v1/admin/workers/w1/hibernate"], &req)
+	got := time.Unix(int64(req.UntilEpochS), 0)
+	if got.Before(before.Add(89*time.Second)) || got.After(time.Now().Add(91*time.Second)) {
+		t.Fatalf("until = %v, want about now+90s", got)
+	}
+	if !strings.Contains(out, "queued hibernate c2") {
+		t.Fatalf("out = %q", out)
+	}
+	code, _, _ = runCtlTest(t, s, "", "hibernate", "w1", "--until", "2030-01-02T03:04:05Z")
+	json.Unmarshal(s.bodies["/v1/admin/workers/w1/hibernate"], &req)
+	if code != 0 || int64(req.UntilEpochS) != time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC).Unix() {
+		t.Fatalf("RFC 3339 until: code=%d until=%v", code, req.UntilEpochS)
+	}
+}
+
+func TestCtlSetupAndUpdateBodies(t *testing.T) {
+	s := newCtlServer()
+	script := filepath.Join(t.TempDir(), "s.sh")
+	os.WriteFile(script, []byte("echo hi\n"), 0o600)
+	if code, _, e := runCtlTest(t, s, "", "setup", "w1", "--script", script, "--sudo", "--refresh-capabilities", "--name", "base"); code != 0 {
+		t.Fatalf("setup: %d %s", code, e)
+	}
+	var setup operator.SetupRequest
+	json.Unmarshal(s.bodies["/v1/admin/workers/w1/setup"], &setup)
+	if setup != (operator.SetupRequest{Script: "echo hi\n", Sudo: true, RefreshCapabilities: true, Name: "base"}) {
+		t.Fatalf("setup body = %+v", setup)
+	}
+	sum := strings.Repeat("AB", 32)
+	if code, _, e := runCtlTest(t, s, "", "update", "w1", "--version", "9.9", "--url", "https://example.invalid/n", "--sha256", sum); code != 0 {
+		t.Fatalf("update: %d %s", code, e)
+	}
+	var up operator.UpdateRequest
+	json.Unmarshal(s.bodies["/v1/admin/workers/w1/update"], &up)
+	if up.SHA256 != strings.ToLower(sum) || up.Version != "9.9" {
+		t.Fatalf("update body = %+v", up)
+	}
+}
+
+func TestCtlResolvesMachineIDAndLabel(t *testing.T) {
+	for _, ref := range []string{"box", "the box", "w1"} {
+		s := newCtlServer()
+		if code, _, e := runCtlTest(t, s, "", "reset", ref); code != 0 {
+			t.Fatalf("reset %q: %d %s", ref, code, e)
+		}
+		if _, ok := s.bodies["/v1/admin/workers/w1/reset"]; !ok {
+			t.Errorf("reset %q went to %v, want worker w1", ref, s.requests)
+		}
+	}
+	s := newCtlServer()
+	code, out, _ := runCtlTest(t, s, "", "exec", "--detach", "box", "true")
+	if code != 0 || out != "e1\n" {
+		t.Fatalf("exec --detach: code=%d out=%q", code, out)
+	}
+	code, out, _ = runCtlTest(t, s, "", "wait", "box", "--state", "active", "--timeout", "5s")
+	if code != 0 || !strings.Contains(out, "worker w1 is active") {
+		t.Fatalf("wait: code=%d out=%q", code, out)
+	}
+	code, _, errText := runCtlTest(t, s, "", "wait", "box", "--state", "lost", "--timeout", "0.3")
+	if code != 1 || !strings.Contains(errText, "is active, not lost") {
+		t.Fatalf("wait timeout: code=%d err=%q", code, errText)
+	}
+}

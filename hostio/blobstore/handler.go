@@ -1,0 +1,166 @@
+package blobstore
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/nymphd/nymph/hostio/planeserver"
+	"github.com/nymphd/nymph/wirecore/wire"
+)
+
+// Handler serves presigned URLs: GET (and HEAD) for get URLs, PUT for put
+// URLs. It expects the full path, planeserver.BlobPathPrefix included.
+func (s *Store) Handler() http.Handler { return http.HandlerFunc(s.serve) }
+
+func (s *Store) serve(w http.ResponseWriter, r *http.Request) {
+	key, status, msg := s.authorize(r)
+	if status != 0 {
+		http.Error(w, msg, status)
+		return
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		s.get(w, r, key)
+	case http.MethodPut:
+		s.put(w, r, key)
+	}
+}
+
+// authorize checks path, method, expiry and signature, and returns the key
+// or an HTTP status and message.
+func (s *Store) authorize(r *http.Request) (key string, status int, msg string) {
+	// A clean key never needs escaping, so an escaped path is a trick.
+	if r.URL.RawPath != "" || strings.Contains(r.URL.Path, "%") {
+		return "", http.StatusBadRequest, "blob path must not be escaped"
+	}
+	key, ok := strings.CutPrefix(r.URL.Path, planeserver.BlobPathPrefix)
+	if !ok || !ValidKey(key) || path.Clean("/"+key) != "/"+key {
+		return "", http.StatusBadRequest, "bad blob path"
+	}
+	method := r.Method
+	if method == http.MethodHead {
+		method = http.MethodGet
+	}
+	if method != http.MethodGet && method != http.MethodPut {
+		return "", http.StatusMethodNotAllowed, "GET or PUT only"
+	}
+	q := r.URL.Query()
+	exp, err1 := strconv.ParseInt(q.Get("exp"), 10, 64)
+	size, err2 := strconv.ParseInt(q.Get("size"), 10, 64)
+	sig := q.Get("sig")
+	if err1 != nil || err2 != nil || sig == "" {
+		return "", http.StatusForbidden, "missing or malformed signature"
+	}
+	want := s.sign(method, key, exp, size)
+	// Constant-time: the signature is the only credential.
+	if !hmac.Equal([]byte(sig), []byte(want)) {
+		return "", http.StatusForbidden, "bad signature"
+	}
+	if s.now().Unix() >= exp {
+		return "", http.StatusForbidden, "URL expired"
+	}
+	return key, 0, ""
+}
+
+func (s *Store) get(w http.ResponseWriter, r *http.Request, key string) {
+	f, err := s.root.Open(key)
+	if errors.Is(err, fs.ErrNotExist) {
+		http.Error(w, "no such blob", http.StatusNotFound)
+		return
+	}
+	if err != nil {
+		s.log.Error("blobstore: open blob", "key", key, "err", err)
+		http.Error(w, "cannot open blob", http.StatusInternalServerError)
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		http.Error(w, "no such blob", http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", wire.ContentTypeOctets)
+	http.ServeContent(w, r, "", fi.ModTime(), f)
+}
+
+// put stores the body under key: written to a temporary file, synced, then
+// renamed into place, so a reader never sees half a blob. The body may not
+// exceed the size signed at presign (the store's maximum, wire.PayloadMax
+// by default, when none was), and
+// must match it exactly when one was.
+func (s *Store) put(w http.ResponseWriter, r *http.Request, key string) {
+	size, _ := strconv.ParseInt(r.URL.Query().Get("size"), 10, 64) // checked by authorize
+	limit := s.max
+	if size > 0 {
+		limit = size
+	}
+	if r.ContentLength > limit {
+		http.Error(w, fmt.Sprintf("body of %d bytes exceeds %d", r.ContentLength, limit), http.StatusRequestEntityTooLarge)
+		return
+	}
+	n, err := s.write(key, http.MaxBytesReader(w, r.Body, limit))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		http.Error(w, fmt.Sprintf("body exceeds %d bytes", limit), http.StatusRequestEntityTooLarge)
+		return
+	case err != nil:
+		s.log.Error("blobstore: write blob", "key", key, "err", err)
+		http.Error(w, "cannot store blob", http.StatusInternalServerError)
+		return
+	}
+	if size > 0 && n != size {
+		s.root.Remove(key)
+		http.Error(w, fmt.Sprintf("body of %d bytes, presigned for %d", n, size), http.StatusBadRequest)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// incomingDir holds uploads in progress, inside the blob directory.
+const incomingDir = ".incoming"
+
+func (s *Store) write(key string, body io.Reader) (int64, error) {
+	if dir := path.Dir(key); dir != "." {
+		if err := s.root.MkdirAll(dir, 0o700); err != nil {
+			return 0, fmt.Errorf("blobstore: mkdir %s: %w", dir, err)
+		}
+	}
+	if err := s.root.MkdirAll(incomingDir, 0o700); err != nil {
+		return 0, fmt.Errorf("blobstore: mkdir %s: %w", incomingDir, err)
+	}
+	// Temporary files live where no key can name them (keys have no
+	// segment starting with a dot), so a GET never sees half a blob.
+	b := make([]byte, 12)
+	rand.Read(b)
+	tmp := incomingDir + "/" + hex.EncodeToString(b)
+	f, err := s.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return 0, fmt.Errorf("blobstore: create %s: %w", tmp, err)
+	}
+	n, err := io.Copy(f, body)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = s.root.Rename(tmp, key)
+	}
+	if err != nil {
+		s.root.Remove(tmp)
+		return n, err
+	}
+	return n, nil
+}

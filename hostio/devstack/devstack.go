@@ -1,0 +1,339 @@
+// Package devstack runs a throwaway nymph installation for `nymph dev`: a
+// `nymph serve` on a temporary data directory and one `nymph daemon`
+// attached to it, both children of the calling process, plus the short
+// tour that shows a newcomer an exec, a streamed exec and a setup.
+//
+// It decides the layout of the temporary directory, the generated daemon
+// configuration, the order of start and stop (serve, then the daemon; stop
+// the daemon first so it drains against a live server) and that children
+// never outlive the parent (their own process group, a parent-death signal
+// on Linux, and Stop on every exit path). It does not decide anything the
+// control plane or the daemon decides; it talks to them like a user would,
+// through the operator API (hostio/opclient).
+package devstack
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nymphd/nymph/hostio/opclient"
+	"github.com/pelletier/go-toml/v2"
+)
+
+// Options configure Start.
+type Options struct {
+	// Binary is the nymph executable to run as serve and daemon.
+	Binary string
+	// Dir is the parent of the temporary directory ("" = os.TempDir()).
+	Dir string
+	// Keep leaves the temporary directory in place after Stop.
+	Keep bool
+	// Log receives progress of the stack itself (not the children's logs).
+	Log *slog.Logger
+	// StopGrace is how long a child may take to exit after SIGTERM before
+	// it is killed (default 10 s).
+	StopGrace time.Duration
+}
+
+// Stack is a running serve + daemon pair.
+type Stack struct {
+	// Dir holds everything: data/, work/, the tokens, the config and logs.
+	Dir            string
+	ServerURL      string
+	AdminTokenFile string
+	IntrospectURL  string
+	ServeLog       string
+	DaemonLog      string
+	DaemonConfig   string
+	// Client talks to the server with the admin token.
+	Client *opclient.Client
+
+	opt    Options
+	serve  *child
+	daemon *child
+
+	exitOnce sync.Once
+	exited   chan struct{}
+	why      string
+}
+
+// child is one started process and the channel closed when it exits.
+type child struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error // valid after done is closed
+}
+
+// Start creates the temporary directory, starts serve, waits until it
+// answers /healthz, then starts the daemon. On error everything started
+// is stopped again.
+func Start(ctx context.Context, opt Options) (_ *Stack, err error) {
+	if opt.Log == nil {
+		opt.Log = slog.New(slog.DiscardHandler)
+	}
+	if opt.StopGrace <= 0 {
+		opt.StopGrace = 10 * time.Second
+	}
+	dir, err := os.MkdirTemp(opt.Dir, "nymph-dev-")
+	if err != nil {
+		return nil, fmt.Errorf("devstack: create temp dir: %w", err)
+	}
+	s := &Stack{
+		Dir:            dir,
+		AdminTokenFile: filepath.Join(dir, "admin.token"),
+		ServeLog:       filepath.Join(dir, "serve.log"),
+		DaemonLog:      filepath.Join(dir, "daemon.log"),
+		DaemonConfig:   filepath.Join(dir, "udf-daemon.toml"),
+		opt:            opt,
+	}
+	defer func() {
+		if err != nil {
+			s.Stop()
+		}
+	}()
+	if err := s.startServe(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.startDaemon(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Stack) startServe(ctx context.Context) error {
+	admin, daemonTok := token(), token()
+	if err := writeSecret(s.AdminTokenFile, admin); err != nil {
+		return err
+	}
+	if err := writeSecret(filepath.Join(s.Dir, "daemon.token"), daemonTok); err != nil {
+		return err
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	listen := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	s.ServerURL = "http://" + listen
+	s.serve, err = s.spawn("serve", s.ServeLog,
+		"serve", "--listen", listen, "--data-dir", filepath.Join(s.Dir, "data"),
+		"--token-file", filepath.Join(s.Dir, "daemon.token"),
+		"--admin-token-file", s.AdminTokenFile)
+	if err != nil {
+		return err
+	}
+	if s.Client, err = opclient.New(s.ServerURL, admin, nil); err != nil {
+		return fmt.Errorf("devstack: %w", err)
+	}
+	return s.waitHealthy(ctx)
+}
+
+// waitHealthy polls /healthz until it answers 200, serve exits, or 30 s.
+func (s *Stack) waitHealthy(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	hc := &http.Client{Timeout: 2 * time.Second}
+	pause := 20 * time.Millisecond
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.ServerURL+"/healthz", nil)
+		if resp, err := hc.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-s.serve.done:
+			return fmt.Errorf("devstack: serve exited before it was healthy (%v); see %s:\n%s", s.serve.err, s.ServeLog, tail(s.ServeLog))
+		case <-ctx.Done():
+			return fmt.Errorf("devstack: serve at %s not healthy: %w; see %s", s.ServerURL, ctx.Err(), s.ServeLog)
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 250*time.Millisecond)
+	}
+}
+
+func (s *Stack) startDaemon() error {
+	ipPort, err := freePort()
+	if err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "localhost"
+	}
+	introspect := net.JoinHostPort("127.0.0.1", strconv.Itoa(ipPort))
+	s.IntrospectURL = "http://" + introspect + "/status"
+	cfg := map[string]any{
+		"server": map[string]any{
+			"url":        s.ServerURL,
+			"token_file": filepath.Join(s.Dir, "daemon.token"),
+		},
+		"daemon": map[string]any{
+			"machine_id": "dev-" + host,
+			"label":      "nymph dev on " + host,
+			"tags":       []string{"env=dev"},
+		},
+		"runtime": map[string]any{
+			"keep_alive_s":    -1,
+			"workdir":         filepath.Join(s.Dir, "work"),
+			"max_invocations": 8,
+		},
+		"poll":       map[string]any{"retry_min_s": 0.2, "retry_max_s": 2},
+		"shutdown":   map[string]any{"grace_s": 5},
+		"introspect": map[string]any{"enabled": true, "listen": introspect},
+	}
+	data, err := toml.Marshal(cfg)
+	if err != nil {
+		return fmt.Errorf("devstack: encode daemon config: %w", err)
+	}
+	if err := os.WriteFile(s.DaemonConfig, data, 0o600); err != nil {
+		return fmt.Errorf("devstack: write %s: %w", s.DaemonConfig, err)
+	}
+	if err := os.MkdirAll(filepath.Join(s.Dir, "work"), 0o700); err != nil {
+		return fmt.Errorf("devstack: create workdir: %w", err)
+	}
+	s.daemon, err = s.spawn("daemon", s.DaemonLog, "daemon", "--config", s.DaemonConfig)
+	return err
+}
+
+// spawn starts the binary with args, output appended to logPath.
+func (s *Stack) spawn(name, logPath string, args ...string) (*child, error) {
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("devstack: open %s log %s: %w", name, logPath, err)
+	}
+	defer logf.Close() // the child holds its own copy
+	cmd := exec.Command(s.opt.Binary, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Dir = s.Dir
+	cmd.SysProcAttr = childAttr()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("devstack: start %s (%s): %w", name, s.opt.Binary, err)
+	}
+	c := &child{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		c.err = cmd.Wait()
+		close(c.done)
+	}()
+	s.opt.Log.Info("devstack: started", "child", name, "pid", cmd.Process.Pid)
+	return c, nil
+}
+
+// Exited is closed when serve or the daemon exits (the stack is then
+// broken); Why says which.
+func (s *Stack) Exited() <-chan struct{} {
+	s.exitOnce.Do(func() {
+		s.exited = make(chan struct{})
+		go func() {
+			select {
+			case <-s.serve.done:
+				s.why = fmt.Sprintf("serve exited (%v)", s.serve.err)
+			case <-s.daemon.done:
+				s.why = fmt.Sprintf("daemon exited (%v)", s.daemon.err)
+			}
+			close(s.exited)
+		}()
+	})
+	return s.exited
+}
+
+// Why says which child exited, once Exited is closed.
+func (s *Stack) Why() string {
+	<-s.Exited()
+	return s.why
+}
+
+// Stop stops the daemon (SIGTERM: it drains and acks), then serve, killing
+// either after StopGrace, and removes the directory unless Keep is set.
+func (s *Stack) Stop() error {
+	var errs []error
+	for _, c := range []*child{s.daemon, s.serve} {
+		if c == nil {
+			continue
+		}
+		if err := s.stopChild(c); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if !s.opt.Keep && s.Dir != "" {
+		if err := os.RemoveAll(s.Dir); err != nil {
+			errs = append(errs, fmt.Errorf("devstack: remove %s: %w", s.Dir, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Stack) stopChild(c *child) error {
+	select {
+	case <-c.done:
+		return nil
+	default:
+	}
+	// The child leads its own process group: signal the group, so a
+	// command the daemon started goes too.
+	pid := c.cmd.Process.Pid
+	signalGroup(pid, syscall.SIGTERM)
+	select {
+	case <-c.done:
+		return nil
+	case <-time.After(s.opt.StopGrace):
+	}
+	signalGroup(pid, syscall.SIGKILL)
+	<-c.done
+	return fmt.Errorf("devstack: %s did not exit within %s of SIGTERM; killed", c.name, s.opt.StopGrace)
+}
+
+func token() string {
+	b := make([]byte, 24)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func writeSecret(path, value string) error {
+	if err := os.WriteFile(path, []byte(value+"\n"), 0o600); err != nil {
+		return fmt.Errorf("devstack: write %s: %w", path, err)
+	}
+	return nil
+}
+
+// freePort asks the kernel for a free loopback port. Another process could
+// take it before the child binds it; then the child fails to start and
+// Start reports it.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("devstack: find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// tail returns the last few KiB of a log, for an error message.
+func tail(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	const n = 4 << 10
+	if fi, err := f.Stat(); err == nil && fi.Size() > n {
+		f.Seek(fi.Size()-n, io.SeekStart)
+	}
+	b, _ := io.ReadAll(f)
+	return string(b)
+}

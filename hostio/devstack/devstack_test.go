@@ -1,0 +1,188 @@
+package devstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The test binary doubles as a fake nymph: FAKE_NYMPH selects what the
+// "serve" child does, so Start and Stop are tested without the real
+// server. The tour itself is tested end to end by testscripts/dev_tour.
+func TestMain(m *testing.M) {
+	switch os.Getenv("FAKE_NYMPH") {
+	case "":
+		os.Exit(m.Run())
+	case "parent":
+		fakeParent()
+	default:
+		fakeNymph(os.Args[1:])
+	}
+}
+
+func fakeNymph(args []string) {
+	mode := os.Getenv("FAKE_NYMPH")
+	if mode == "stubborn" {
+		signal.Ignore(syscall.SIGTERM)
+	}
+	if len(args) > 0 && args[0] == "serve" {
+		if mode == "crash" {
+			fmt.Fprintln(os.Stderr, "serve: cannot open data dir")
+			os.Exit(3)
+		}
+		var listen string
+		for i, a := range args {
+			if a == "--listen" {
+				listen = args[i+1]
+			}
+		}
+		l, err := net.Listen("tcp", listen)
+		if err != nil {
+			os.Exit(4)
+		}
+		http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	}
+	select {} // the daemon: run until signalled
+}
+
+// fakeParent starts a stack, reports its children's pids, and waits to be
+// killed without any chance to clean up.
+func fakeParent() {
+	os.Setenv("FAKE_NYMPH", "ok") // what the children are
+	s, err := Start(context.Background(), Options{Binary: os.Args[0], Dir: os.Getenv("FAKE_DIR")})
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	fmt.Println(s.serve.cmd.Process.Pid, s.daemon.cmd.Process.Pid)
+	select {}
+}
+
+func start(t *testing.T, mode string) (*Stack, error) {
+	t.Helper()
+	t.Setenv("FAKE_NYMPH", mode)
+	return Start(context.Background(), Options{Binary: os.Args[0], Dir: t.TempDir(), StopGrace: 300 * time.Millisecond})
+}
+
+// gone reports whether pid has exited (a zombie counts: it runs nothing).
+func gone(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return true
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return os.IsNotExist(err)
+	}
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	return len(fields) > 0 && (fields[0] == "Z" || fields[0] == "X")
+}
+
+func waitGone(t *testing.T, pids ...int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for _, pid := range pids {
+		for !gone(pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("child %d still running", pid)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+func TestStartWritesConfigAndStopCleansUp(t *testing.T) {
+	s, err := start(t, "ok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := os.ReadFile(s.DaemonConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"keep_alive_s = -1", "url = '" + s.ServerURL + "'", "enabled = true", filepath.Join(s.Dir, "work")} {
+		if !strings.Contains(string(cfg), want) {
+			t.Errorf("daemon config lacks %q:\n%s", want, cfg)
+		}
+	}
+	for _, f := range []string{s.AdminTokenFile, filepath.Join(s.Dir, "daemon.token")} {
+		if fi, err := os.Stat(f); err != nil || fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v, want mode 0600", f, err)
+		}
+	}
+	pids := []int{s.serve.cmd.Process.Pid, s.daemon.cmd.Process.Pid}
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, pids...)
+	if _, err := os.Stat(s.Dir); !os.IsNotExist(err) {
+		t.Fatalf("%s left behind: %v", s.Dir, err)
+	}
+}
+
+func TestStopKillsAChildThatIgnoresSIGTERM(t *testing.T) {
+	s, err := start(t, "stubborn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Stop()
+	if err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Fatalf("Stop = %v, want a report of the kill", err)
+	}
+	waitGone(t, s.serve.cmd.Process.Pid, s.daemon.cmd.Process.Pid)
+}
+
+func TestServeThatDiesIsReported(t *testing.T) {
+	_, err := start(t, "crash")
+	if err == nil || !strings.Contains(err.Error(), "serve exited before it was healthy") || !strings.Contains(err.Error(), "cannot open data dir") {
+		t.Fatalf("Start = %v, want serve's exit and its log", err)
+	}
+}
+
+func TestChildrenDieWithTheParent(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("needs /proc to see children's state")
+	}
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "FAKE_NYMPH=parent", "FAKE_DIR="+t.TempDir())
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var servePid, daemonPid int
+	if _, err := fmt.Fscan(out, &servePid, &daemonPid); err != nil {
+		cmd.Process.Kill()
+		t.Fatalf("parent did not report its children: %v", err)
+	}
+	cmd.Process.Kill() // SIGKILL: no cleanup runs in the parent
+	cmd.Wait()
+	waitGone(t, servePid, daemonPid)
+}
+
+func TestSetupOutputFromDaemonLog(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "daemon.log")
+	os.WriteFile(log, []byte(`time=x level=INFO msg="child output" invocation_id=setup-c1 runner=process stream=stdout line="hello \"there\""
+time=x level=INFO msg="child output" invocation_id=setup-c2 runner=process stream=stdout line=other
+time=x level=INFO msg="child output" invocation_id=setup-c1 runner=process stream=stderr line=plain
+time=x level=INFO msg="child ended" invocation_id=setup-c1 runner=process status="exit status 0"
+`), 0o600)
+	got := setupOutput(log, "setup-c1")
+	if len(got) != 2 || got[0] != `hello "there"` || got[1] != "plain" {
+		t.Fatalf("setupOutput = %q", got)
+	}
+	if setupOutput(filepath.Join(t.TempDir(), "none"), "setup-c1") != nil {
+		t.Fatal("missing log gave output")
+	}
+}

@@ -1,0 +1,257 @@
+// Package opclient is the HTTP client of `nymph serve`'s operator API (the
+// JSON routes in wirecore/operator) and the small pieces `nymph ctl` and
+// `nymph dev` build on it: following an exec's streamed output to its end,
+// waiting for a worker, and rendering tables.
+//
+// It decides how a request is sent, how an operator error is surfaced and
+// how an exec's remote exit code maps to a local one. It does not decide
+// what a request means: the control plane does.
+package opclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nymphd/nymph/wirecore/operator"
+)
+
+// DefaultServer is the base URL ctl uses when none is given.
+const DefaultServer = "http://127.0.0.1:8383"
+
+// maxErrorBody bounds how much of a non-JSON error page is quoted back.
+const maxErrorBody = 512
+
+// maxResponseBody bounds a decoded response: a log page or a worker list
+// larger than this is a server bug, not something to buffer.
+const maxResponseBody = 256 << 20
+
+// Client talks to one control plane's operator API with one admin token.
+type Client struct {
+	base  *url.URL
+	token string
+	http  *http.Client
+}
+
+// New checks baseURL and returns a client. A nil hc uses a client without
+// an overall timeout, because log follows are long-polls bounded by the
+// context and by wait_s.
+func New(baseURL, adminToken string, hc *http.Client) (*Client, error) {
+	u, err := url.Parse(strings.TrimRight(baseURL, "/"))
+	if err != nil {
+		return nil, fmt.Errorf("opclient: parse server URL %q: %w", baseURL, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("opclient: server URL %q: scheme must be http or https", baseURL)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("opclient: server URL %q has no host", baseURL)
+	}
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	return &Client{base: u, token: adminToken, http: hc}, nil
+}
+
+// Server is the base URL the client talks to.
+func (c *Client) Server() string { return c.base.String() }
+
+// APIError is a non-2xx answer of the operator API.
+type APIError struct {
+	Op     string // e.g. "GET /v1/admin/workers/w1"
+	Status int
+	// Message is operator.Error.Error, or the start of a non-JSON body.
+	Message string
+}
+
+func (e *APIError) Error() string {
+	msg := e.Message
+	if msg == "" {
+		msg = http.StatusText(e.Status)
+	}
+	return fmt.Sprintf("%s: %d %s", e.Op, e.Status, msg)
+}
+
+// IsNotFound reports whether err is a 404 from the operator API.
+func IsNotFound(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
+}
+
+// path fills the {id} segment of an operator route, path-escaped.
+func path(route, id string) string {
+	return strings.Replace(route, "{id}", url.PathEscape(id), 1)
+}
+
+// do sends one request and decodes a JSON answer into out (nil: discard).
+func (c *Client) do(ctx context.Context, method, p string, query url.Values, in, out any) error {
+	target := c.base.String() + p
+	if len(query) > 0 {
+		target += "?" + query.Encode()
+	}
+	op := method + " " + p
+
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("opclient: %s: encode request: %w", op, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, body)
+	if err != nil {
+		return fmt.Errorf("opclient: %s: %w", op, err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("opclient: %s: %w", op, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody))
+	if err != nil {
+		return fmt.Errorf("opclient: %s: read response: %w", op, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return &APIError{Op: op, Status: resp.StatusCode, Message: errorMessage(data)}
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return fmt.Errorf("opclient: %s: decode response: %w", op, err)
+	}
+	return nil
+}
+
+// errorMessage extracts operator.Error.Error, else quotes the body's start.
+func errorMessage(data []byte) string {
+	var e operator.Error
+	if json.Unmarshal(data, &e) == nil && e.Error != "" {
+		return e.Error
+	}
+	s := strings.TrimSpace(string(data))
+	if len(s) > maxErrorBody {
+		s = s[:maxErrorBody] + "…"
+	}
+	return s
+}
+
+// Workers lists every registered worker.
+func (c *Client) Workers(ctx context.Context) ([]operator.Worker, error) {
+	var ws []operator.Worker
+	err := c.do(ctx, http.MethodGet, operator.PathWorkers, nil, nil, &ws)
+	return ws, err
+}
+
+// Worker fetches one worker.
+func (c *Client) Worker(ctx context.Context, id string) (operator.Worker, error) {
+	var w operator.Worker
+	err := c.do(ctx, http.MethodGet, path(operator.PathWorker, id), nil, nil, &w)
+	return w, err
+}
+
+// Exec queues an exec on a worker.
+func (c *Client) Exec(ctx context.Context, worker string, req operator.ExecRequest) (operator.ExecAccepted, error) {
+	var a operator.ExecAccepted
+	err := c.do(ctx, http.MethodPost, path(operator.PathExec, worker), nil, req, &a)
+	return a, err
+}
+
+// ExecStatus fetches an exec's state and, once posted, its result.
+func (c *Client) ExecStatus(ctx context.Context, execID string) (operator.ExecStatus, error) {
+	var s operator.ExecStatus
+	err := c.do(ctx, http.MethodGet, path(operator.PathExecStatus, execID), nil, nil, &s)
+	return s, err
+}
+
+// Logs fetches the exec's streamed output from offset; a positive wait asks
+// the server to hold the request until something new arrives.
+func (c *Client) Logs(ctx context.Context, execID string, offset int64, wait time.Duration) (operator.LogsPage, error) {
+	q := url.Values{"offset": {strconv.FormatInt(offset, 10)}}
+	if wait > 0 {
+		q.Set("wait_s", strconv.FormatFloat(wait.Seconds(), 'f', -1, 64))
+	}
+	var p operator.LogsPage
+	err := c.do(ctx, http.MethodGet, path(operator.PathExecLogs, execID), q, nil, &p)
+	return p, err
+}
+
+// Setup appends a setup script to a worker's pending-setup FIFO.
+func (c *Client) Setup(ctx context.Context, worker string, req operator.SetupRequest) (operator.CommandAccepted, error) {
+	var a operator.CommandAccepted
+	err := c.do(ctx, http.MethodPost, path(operator.PathSetup, worker), nil, req, &a)
+	return a, err
+}
+
+// Hibernate sends a worker to sleep until req.UntilEpochS.
+func (c *Client) Hibernate(ctx context.Context, worker string, req operator.HibernateRequest) (operator.CommandAccepted, error) {
+	var a operator.CommandAccepted
+	err := c.do(ctx, http.MethodPost, path(operator.PathHibernate, worker), nil, req, &a)
+	return a, err
+}
+
+// Reset queues a reset_backoff for a worker.
+func (c *Client) Reset(ctx context.Context, worker string) (operator.CommandAccepted, error) {
+	var a operator.CommandAccepted
+	err := c.do(ctx, http.MethodPost, path(operator.PathReset, worker), nil, struct{}{}, &a)
+	return a, err
+}
+
+// Update queues an ota_update for a worker.
+func (c *Client) Update(ctx context.Context, worker string, req operator.UpdateRequest) (operator.CommandAccepted, error) {
+	var a operator.CommandAccepted
+	err := c.do(ctx, http.MethodPost, path(operator.PathUpdate, worker), nil, req, &a)
+	return a, err
+}
+
+// RotateKey queues a rotate_key for a worker.
+func (c *Client) RotateKey(ctx context.Context, worker string) (operator.CommandAccepted, error) {
+	var a operator.CommandAccepted
+	err := c.do(ctx, http.MethodPost, path(operator.PathRotateKey, worker), nil, struct{}{}, &a)
+	return a, err
+}
+
+// Run queues a function invocation.
+func (c *Client) Run(ctx context.Context, req operator.RunRequest) (operator.Invocation, error) {
+	var inv operator.Invocation
+	err := c.do(ctx, http.MethodPost, operator.PathInvocations, nil, req, &inv)
+	return inv, err
+}
+
+// Invocations lists every invocation.
+func (c *Client) Invocations(ctx context.Context) ([]operator.Invocation, error) {
+	var invs []operator.Invocation
+	err := c.do(ctx, http.MethodGet, operator.PathInvocations, nil, nil, &invs)
+	return invs, err
+}
+
+// Invocation fetches one invocation.
+func (c *Client) Invocation(ctx context.Context, id string) (operator.Invocation, error) {
+	var inv operator.Invocation
+	err := c.do(ctx, http.MethodGet, path(operator.PathInvocation, id), nil, nil, &inv)
+	return inv, err
+}
+
+// Kill asks the control plane to kill an invocation; a running one is
+// refused with 409 because the protocol has no cancel command.
+func (c *Client) Kill(ctx context.Context, id string) (operator.Invocation, error) {
+	var inv operator.Invocation
+	err := c.do(ctx, http.MethodPost, path(operator.PathKill, id), nil, struct{}{}, &inv)
+	return inv, err
+}

@@ -1,0 +1,282 @@
+package planeserver
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/nymphd/nymph/wirecore/operator"
+	"github.com/nymphd/nymph/wirecore/plane"
+	"github.com/nymphd/nymph/wirecore/wire"
+)
+
+// HeaderDaemonAuthorization carries the daemon's own bearer through a
+// relay, whose Authorization header holds the relay's token.
+const HeaderDaemonAuthorization = "X-LS-Daemon-Authorization"
+
+// Paths of the exec callbacks and the presign route (Go mux patterns).
+const (
+	pathExecResult = "/v1/daemon/exec/{exec_id}/result"
+	pathExecChunk  = "/v1/daemon/exec/{exec_id}/chunk"
+	pathPresign    = "/v1/namespaces/{ns}/payloads/presign"
+)
+
+func (s *Server) routes() {
+	m := http.NewServeMux()
+	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	m.HandleFunc("POST "+wire.PathHello, s.daemon(s.hello))
+	m.HandleFunc("POST "+wire.PathPoll, s.daemon(s.poll))
+	m.HandleFunc("POST "+wire.PathAck, s.daemon(s.ack))
+	m.HandleFunc("POST "+pathExecResult, s.daemon(s.execResult))
+	m.HandleFunc("POST "+pathExecChunk, s.daemon(s.chunk))
+	m.HandleFunc("POST "+pathPresign, s.daemon(s.presign))
+	// The plane records no events or streamed results (spec 001 marks them
+	// as not posted by daemons); they are accepted so a peer that posts
+	// them is not failed.
+	m.HandleFunc("POST "+wire.PathEvent, s.daemon(s.accept))
+	m.HandleFunc("POST "+wire.PathResultChunk, s.daemon(s.accept))
+	m.HandleFunc("POST "+wire.PathKeys, s.daemon(func(w http.ResponseWriter, r *http.Request, asJSON bool) {
+		writeError(w, http.StatusNotImplemented, asJSON, "key rotation needs daemon identities, which this control plane does not enroll")
+	}))
+	if s.cfg.Blobs != nil {
+		m.Handle(BlobPathPrefix, s.cfg.Blobs.Handler())
+	}
+	s.adminRoutes(m)
+	s.mux = m
+}
+
+// daemon wraps a daemon route with the bearer check.
+func (s *Server) daemon(h func(w http.ResponseWriter, r *http.Request, asJSON bool)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		asJSON := isJSON(r)
+		if !s.daemonAuthorized(r) {
+			writeError(w, http.StatusUnauthorized, asJSON, "missing or wrong bearer token")
+			return
+		}
+		h(w, r, asJSON)
+	}
+}
+
+// daemonAuthorized accepts the daemon bearer in Authorization, or a relay
+// token in Authorization with the daemon bearer in
+// X-LS-Daemon-Authorization.
+func (s *Server) daemonAuthorized(r *http.Request) bool {
+	if s.cfg.DaemonToken == "" {
+		return true
+	}
+	auth := r.Header.Get("Authorization")
+	if bearerIs(auth, s.cfg.DaemonToken) {
+		return true
+	}
+	return bearerIs(auth, s.cfg.RelayToken) && bearerIs(r.Header.Get(HeaderDaemonAuthorization), s.cfg.DaemonToken)
+}
+
+func bearerIs(header, token string) bool {
+	got, ok := strings.CutPrefix(header, "Bearer ")
+	return ok && token != "" && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(token)) == 1
+}
+
+// finish answers a request with the loop's reply, or 503 when the loop
+// could not take it.
+func (s *Server) finish(w http.ResponseWriter, r *http.Request, asJSON bool, build func(now time.Time, id plane.RequestID) plane.Event) {
+	id, rep, err := s.call(r.Context(), build)
+	if rep == nil {
+		if r.Context().Err() == nil {
+			writeError(w, http.StatusServiceUnavailable, asJSON, err.Error())
+		}
+		return
+	}
+	sent := err == nil && writeBody(w, rep.Status, asJSON, rep.Body) == nil &&
+		http.NewResponseController(w).Flush() == nil
+	if !sent && carriesCommands(rep) {
+		// The daemon gave up on this poll (it does whenever local work
+		// ends): its commands must not be lost with the connection.
+		s.log.Debug("poll reply not delivered; requeueing its commands", "req", id)
+		s.undeliver(id)
+	}
+}
+
+func carriesCommands(r *plane.Reply) bool {
+	p, ok := r.Body.(wire.PollResponse)
+	return ok && len(p.Commands) > 0
+}
+
+func (s *Server) hello(w http.ResponseWriter, r *http.Request, asJSON bool) {
+	body, ok := readBody(w, r, MaxControlBody, asJSON)
+	if !ok {
+		return
+	}
+	missing, err := plane.MissingHelloField(body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, asJSON, "malformed hello: "+err.Error())
+		return
+	}
+	var req wire.HelloRequest
+	if missing == "" {
+		if err := decodeMsgpack(body, &req); err != nil {
+			writeError(w, http.StatusBadRequest, asJSON, "malformed hello: "+err.Error())
+			return
+		}
+	}
+	s.finish(w, r, asJSON, func(now time.Time, id plane.RequestID) plane.Event {
+		return plane.Hello{At: plane.At{Now: now}, Req: id, Body: req, Missing: missing}
+	})
+}
+
+func (s *Server) poll(w http.ResponseWriter, r *http.Request, asJSON bool) {
+	body, ok := readBody(w, r, MaxControlBody, asJSON)
+	if !ok {
+		return
+	}
+	var req wire.PollRequest
+	if err := decodeMsgpack(body, &req); err != nil {
+		writeError(w, http.StatusBadRequest, asJSON, "malformed poll: "+err.Error())
+		return
+	}
+	s.finish(w, r, asJSON, func(now time.Time, id plane.RequestID) plane.Event {
+		return plane.Poll{At: plane.At{Now: now}, Req: id, Body: req}
+	})
+}
+
+func (s *Server) ack(w http.ResponseWriter, r *http.Request, asJSON bool) {
+	body, ok := readBody(w, r, MaxResultBody, asJSON)
+	if !ok {
+		return
+	}
+	var req wire.Ack
+	if err := decodeMsgpack(body, &req); err != nil {
+		writeError(w, http.StatusBadRequest, asJSON, "malformed ack: "+err.Error())
+		return
+	}
+	s.finish(w, r, asJSON, func(now time.Time, id plane.RequestID) plane.Event {
+		return plane.Ack{At: plane.At{Now: now}, Req: id, Body: req}
+	})
+}
+
+// execResult takes the result as msgpack or, per spec 001, as JSON.
+func (s *Server) execResult(w http.ResponseWriter, r *http.Request, asJSON bool) {
+	body, ok := readBody(w, r, MaxResultBody, asJSON)
+	if !ok {
+		return
+	}
+	var res wire.ExecResult
+	var err error
+	if asJSON {
+		res, err = decodeExecResultJSON(body)
+	} else {
+		err = decodeMsgpack(body, &res)
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, asJSON, "malformed exec result: "+err.Error())
+		return
+	}
+	execID := r.PathValue("exec_id")
+	s.finish(w, r, asJSON, func(now time.Time, id plane.RequestID) plane.Event {
+		return plane.ExecResult{At: plane.At{Now: now}, Req: id, ExecID: execID, Body: res}
+	})
+}
+
+// chunk takes raw log bytes, whatever the content type says.
+func (s *Server) chunk(w http.ResponseWriter, r *http.Request, asJSON bool) {
+	body, ok := readBody(w, r, MaxChunkBody, asJSON)
+	if !ok {
+		return
+	}
+	execID := r.PathValue("exec_id")
+	s.finish(w, r, asJSON, func(now time.Time, id plane.RequestID) plane.Event {
+		return plane.Chunk{At: plane.At{Now: now}, Req: id, ExecID: execID, Data: body}
+	})
+}
+
+func (s *Server) accept(w http.ResponseWriter, r *http.Request, asJSON bool) {
+	if _, ok := readBody(w, r, MaxResultBody, asJSON); ok {
+		_ = writeBody(w, http.StatusOK, asJSON, plane.OK{})
+	}
+}
+
+func (s *Server) presign(w http.ResponseWriter, r *http.Request, asJSON bool) {
+	body, ok := readBody(w, r, MaxControlBody, asJSON)
+	if !ok {
+		return
+	}
+	if s.cfg.Blobs == nil {
+		writeError(w, http.StatusNotImplemented, asJSON, "this control plane has no payload store")
+		return
+	}
+	var req wire.PresignRequest
+	var err error
+	if asJSON {
+		err = json.Unmarshal(body, &req)
+	} else {
+		err = decodeMsgpack(body, &req)
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, asJSON, "malformed presign: "+err.Error())
+		return
+	}
+	var size int64
+	if req.Size != nil {
+		size = int64(*req.Size)
+	}
+	resp, err := s.cfg.Blobs.Presign(req.Op, req.Key, size, req.JobID, req.Kind, s.cfg.Now())
+	switch {
+	case errors.Is(err, ErrPresignInvalid):
+		writeError(w, http.StatusBadRequest, asJSON, err.Error())
+	case err != nil:
+		s.log.Error("presign failed", "ns", r.PathValue("ns"), "op", req.Op, "key", req.Key, "err", err)
+		writeError(w, http.StatusInternalServerError, asJSON, "presign failed")
+	default:
+		_ = writeBody(w, http.StatusOK, asJSON, resp)
+	}
+}
+
+// adminError is an operator-route error body.
+func adminError(w http.ResponseWriter, status int, msg string) {
+	_ = writeBody(w, status, true, operator.Error{Error: msg})
+}
+
+// decodeExecResultJSON reads a JSON exec result. Numbers are lenient, as
+// on the msgpack side: a peer may send 12 or 12.0 (or 12.5 milliseconds).
+func decodeExecResultJSON(body []byte) (wire.ExecResult, error) {
+	var in struct {
+		ExitCode   json.Number `json:"exit_code"`
+		Stdout     string      `json:"stdout"`
+		Stderr     string      `json:"stderr"`
+		DurationMS json.Number `json:"duration_ms"`
+		Error      *string     `json:"error"`
+	}
+	if err := json.Unmarshal(body, &in); err != nil {
+		return wire.ExecResult{}, err
+	}
+	code, err := jsonInt(in.ExitCode)
+	if err != nil {
+		return wire.ExecResult{}, fmt.Errorf("exit_code: %w", err)
+	}
+	ms, err := jsonInt(in.DurationMS)
+	if err != nil {
+		return wire.ExecResult{}, fmt.Errorf("duration_ms: %w", err)
+	}
+	return wire.ExecResult{ExitCode: wire.Int(code), Stdout: in.Stdout, Stderr: in.Stderr, DurationMS: wire.Int(ms), Error: in.Error}, nil
+}
+
+func jsonInt(n json.Number) (int64, error) {
+	if n == "" {
+		return 0, nil
+	}
+	if i, err := n.Int64(); err == nil {
+		return i, nil
+	}
+	f, err := n.Float64()
+	if err != nil || math.IsInf(f, 0) || f > math.MaxInt64 || f < math.MinInt64 {
+		return 0, fmt.Errorf("%q is not a number in range", n)
+	}
+	return int64(f), nil
+}

@@ -1,0 +1,253 @@
+package planeserver
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nymphd/nymph/wirecore/plane"
+)
+
+// message is one event for the loop. build makes the event from the time
+// the loop steps it; reply, when set, waits for the answer to id.
+type message struct {
+	id    plane.RequestID
+	build func(now time.Time, id plane.RequestID) plane.Event
+	reply chan plane.Reply
+	// peek, when set, runs on the loop with the core instead of an event.
+	peek func(*plane.Plane)
+	// done, when set, is closed once the event has been stepped.
+	done chan struct{}
+}
+
+// groupMax bounds how many queued events share one Store.Apply: under
+// load, one durable write covers many requests.
+const groupMax = 256
+
+// errUnavailable answers requests the loop can no longer serve.
+var errUnavailable = errors.New("control plane unavailable")
+
+// Run owns the plane core until ctx is cancelled: it steps events in
+// arrival order, applies each group's batch durably, and only then sends
+// the group's replies. Open requests are answered 503 when it returns.
+func (s *Server) Run(ctx context.Context) error {
+	defer close(s.stop)
+	l := &loop{
+		s:       s,
+		pending: map[plane.RequestID]chan plane.Reply{},
+		timers:  map[plane.RequestID]*time.Timer{},
+	}
+	defer l.failAll("server shutting down")
+	ticker := time.NewTicker(s.cfg.TickEvery)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+			l.group(ctx, message{build: func(now time.Time, _ plane.RequestID) plane.Event { return plane.Tick{At: plane.At{Now: now}} }})
+		case m := <-s.in:
+			l.group(ctx, m)
+		}
+	}
+}
+
+type loop struct {
+	s       *Server
+	pending map[plane.RequestID]chan plane.Reply
+	timers  map[plane.RequestID]*time.Timer
+	batch   batchMerger
+	replies []plane.Reply
+}
+
+// group steps first and whatever else is already queued (up to groupMax),
+// persists their merged batch once, then answers.
+func (l *loop) group(ctx context.Context, first message) {
+	l.batch.reset()
+	l.replies = l.replies[:0]
+	l.step(first)
+	for n := 1; n < groupMax; n++ {
+		select {
+		case m := <-l.s.in:
+			l.step(m)
+			continue
+		default:
+		}
+		break
+	}
+	if !l.batch.empty() {
+		if err := l.s.cfg.Store.Apply(ctx, l.batch.b); err != nil {
+			l.s.log.Error("store apply failed; reloading the plane from the store", "err", err)
+			l.recover(ctx)
+			return
+		}
+	}
+	for _, r := range l.replies {
+		l.answer(r)
+	}
+}
+
+func (l *loop) step(m message) {
+	if m.peek != nil {
+		m.peek(l.s.core)
+		return
+	}
+	if m.reply != nil {
+		l.pending[m.id] = m.reply
+	}
+	now := l.s.cfg.Now()
+	ev := m.build(now, m.id)
+	if _, gone := ev.(plane.Gone); gone {
+		delete(l.pending, m.id)
+		if t := l.timers[m.id]; t != nil {
+			t.Stop()
+			delete(l.timers, m.id)
+		}
+	}
+	if m.done != nil {
+		defer close(m.done)
+	}
+	for _, eff := range l.s.core.Step(ev) {
+		switch e := eff.(type) {
+		case plane.Persist:
+			l.batch.merge(&e.Batch)
+		case plane.Reply:
+			l.replies = append(l.replies, e)
+		case plane.Park:
+			l.parkTimer(e.Req, e.Until.Sub(now))
+		}
+	}
+}
+
+func (l *loop) parkTimer(id plane.RequestID, d time.Duration) {
+	if t := l.timers[id]; t != nil {
+		t.Stop()
+	}
+	s := l.s
+	l.timers[id] = time.AfterFunc(d, func() {
+		m := message{id: id, build: func(now time.Time, id plane.RequestID) plane.Event {
+			return plane.PollDeadline{At: plane.At{Now: now}, Req: id}
+		}}
+		select {
+		case s.in <- m:
+		case <-s.stop:
+		}
+	})
+}
+
+func (l *loop) answer(r plane.Reply) {
+	if t := l.timers[r.Req]; t != nil {
+		t.Stop()
+		delete(l.timers, r.Req)
+	}
+	ch := l.pending[r.Req]
+	if ch == nil {
+		return // the client left
+	}
+	delete(l.pending, r.Req)
+	ch <- r // buffered: never blocks
+}
+
+// recover runs after a failed Apply: the core may hold changes the store
+// does not, so it is rebuilt from the store, and every open request —
+// including this group's — is answered 503; daemons retry.
+func (l *loop) recover(ctx context.Context) {
+	core, err := l.s.restore(ctx)
+	if err != nil {
+		l.s.log.Error("reload after store failure failed; keeping the plane in memory", "err", err)
+	} else {
+		l.s.core = core
+	}
+	l.failAll("store unavailable")
+}
+
+func (l *loop) failAll(msg string) {
+	for id, t := range l.timers {
+		t.Stop()
+		delete(l.timers, id)
+	}
+	for id, ch := range l.pending {
+		ch <- plane.Reply{Req: id, Status: 503, Body: plane.ErrorBody{Error: msg}}
+		delete(l.pending, id)
+	}
+}
+
+// call sends an event to the loop and waits for its reply. When the
+// client goes away first, the loop is told (plane.Gone) so a parked poll
+// does not take work for a daemon that is no longer listening; a reply
+// the loop made before it heard of that is still returned, with the
+// context's error, so the caller can hand its commands back.
+func (s *Server) call(ctx context.Context, build func(now time.Time, id plane.RequestID) plane.Event) (plane.RequestID, *plane.Reply, error) {
+	id := plane.RequestID(s.nextID.Add(1))
+	ch := make(chan plane.Reply, 1)
+	select {
+	case s.in <- message{id: id, build: build, reply: ch}:
+	case <-s.stop:
+		return id, nil, errUnavailable
+	case <-ctx.Done():
+		return id, nil, ctx.Err()
+	}
+	select {
+	case r := <-ch:
+		return id, &r, nil
+	case <-s.stop:
+		select {
+		case r := <-ch: // answered on the way out
+			return id, &r, nil
+		default:
+			return id, nil, errUnavailable
+		}
+	case <-ctx.Done():
+	}
+	processed := make(chan struct{})
+	gone := message{id: id, build: func(now time.Time, id plane.RequestID) plane.Event {
+		return plane.Gone{At: plane.At{Now: now}, Req: id}
+	}, done: processed}
+	select {
+	case s.in <- gone:
+		select {
+		case <-processed:
+		case <-s.stop:
+		}
+	case <-s.stop:
+	}
+	select {
+	case r := <-ch:
+		return id, &r, ctx.Err()
+	default:
+		return id, nil, ctx.Err()
+	}
+}
+
+// undeliver tells the loop the reply to poll id never reached its daemon.
+func (s *Server) undeliver(id plane.RequestID) {
+	m := message{id: id, build: func(now time.Time, id plane.RequestID) plane.Event {
+		return plane.Undelivered{At: plane.At{Now: now}, Req: id}
+	}}
+	select {
+	case s.in <- m:
+	case <-s.stop:
+	}
+}
+
+// Peek runs f on the loop goroutine with the plane core, for status pages
+// and tests; f must not keep the core.
+func (s *Server) Peek(ctx context.Context, f func(*plane.Plane)) error {
+	done := make(chan struct{})
+	m := message{peek: func(p *plane.Plane) { f(p); close(done) }}
+	select {
+	case s.in <- m:
+	case <-s.stop:
+		return errUnavailable
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-s.stop:
+		return errUnavailable
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,147 @@
+package planeserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/nymphd/nymph/wirecore/plane"
+)
+
+// Request size limits. A body over its limit is answered 413 and the
+// server keeps serving.
+const (
+	// MaxControlBody bounds hello, poll, presign and operator requests.
+	MaxControlBody = 1 << 20
+	// MaxResultBody bounds acks (result blobs) and exec results (1 MiB of
+	// stdout and of stderr, plus room for the envelope).
+	MaxResultBody = 16 << 20
+	// MaxChunkBody bounds one log chunk.
+	MaxChunkBody = 8 << 20
+	// MaxLogPage bounds the bytes of one logs page.
+	MaxLogPage = 1 << 20
+)
+
+// Config wires a Server.
+type Config struct {
+	// Store keeps the records; required.
+	Store Store
+	// Blobs serves payload presigns; nil answers them 501.
+	Blobs BlobStore
+	// DaemonToken is the bootstrap bearer of daemon routes; empty accepts
+	// any daemon request.
+	DaemonToken string
+	// RelayToken is the bearer a relay presents when it carries the
+	// daemon's bearer in X-LS-Daemon-Authorization; empty means the
+	// daemon token doubles as the relay token.
+	RelayToken string
+	// AdminToken is the bearer of the operator API; required.
+	AdminToken string
+	// Plane is the core's policy; Entropy is required.
+	Plane plane.Config
+	// TickEvery is the health clock's period (default 1 s).
+	TickEvery time.Duration
+	// Now reads the clock (default time.Now).
+	Now func() time.Time
+	// Log receives the server's log; nil discards it.
+	Log *slog.Logger
+}
+
+// Server is `nymph serve`: an http.Handler plus the loop that owns the
+// plane core. Create it with New, run the loop with Run (or Serve, which
+// also serves HTTP), and route requests to Handler.
+type Server struct {
+	cfg    Config
+	log    *slog.Logger
+	mux    *http.ServeMux
+	in     chan message
+	stop   chan struct{} // closed when the loop has ended
+	nextID atomic.Uint64
+	core   *plane.Plane // owned by the loop goroutine
+}
+
+// New loads the store and rebuilds the plane from it.
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("planeserver: no store")
+	}
+	if cfg.AdminToken == "" {
+		return nil, errors.New("planeserver: no admin token")
+	}
+	if cfg.Plane.Entropy == nil {
+		return nil, errors.New("planeserver: no entropy source")
+	}
+	if cfg.TickEvery <= 0 {
+		cfg.TickEvery = time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.RelayToken == "" {
+		cfg.RelayToken = cfg.DaemonToken
+	}
+	s := &Server{
+		cfg:  cfg,
+		log:  cfg.Log,
+		in:   make(chan message, 1024),
+		stop: make(chan struct{}),
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	core, err := s.restore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.core = core
+	s.routes()
+	return s, nil
+}
+
+func (s *Server) restore(ctx context.Context) (*plane.Plane, error) {
+	snap, err := s.cfg.Store.Load(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("planeserver: load store: %w", err)
+	}
+	core, err := plane.Restore(s.cfg.Plane, snap, s.cfg.Now())
+	if err != nil {
+		return nil, fmt.Errorf("planeserver: restore: %w", err)
+	}
+	return core, nil
+}
+
+// Handler serves every route: daemon, operator, presign, blobs, /healthz.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Serve runs the loop and serves HTTP on ln until ctx is cancelled, then
+// answers open requests 503, stops accepting, and waits up to grace for
+// in-flight handlers.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	loopDone := make(chan error, 1)
+	go func() { loopDone <- s.Run(ctx) }()
+	serveDone := make(chan error, 1)
+	go func() { serveDone <- srv.Serve(ln) }()
+	select {
+	case err := <-serveDone:
+		return fmt.Errorf("planeserver: serve %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	<-loopDone // parked requests are answered; handlers return at once
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("planeserver: shutdown: %w", err)
+	}
+	return nil
+}
