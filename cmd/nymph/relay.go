@@ -2,10 +2,72 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"log/slog"
+
+	"github.com/nymphd/nymph/relay"
 )
 
-func runRelay(_ context.Context, env *cliEnv, _ []string) int {
-	fmt.Fprintln(env.stderr, "nymph relay: not built yet")
-	return 1
+// runRelay parses the relay's flags (each also from the environment) and
+// runs it until SIGTERM or SIGINT.
+func runRelay(ctx context.Context, env *cliEnv, args []string) int {
+	fs := flag.NewFlagSet("nymph relay", flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	var cfg relay.Config
+	var statusAddr, logLevel string
+	fs.StringVar(&cfg.Prefix, "prefix", env.getenv("NYMPH_RELAY_PREFIX"), "directory of machine directories holding the pipes (env NYMPH_RELAY_PREFIX)")
+	fs.StringVar(&cfg.Upstream, "upstream", env.getenv("NYMPH_RELAY_UPSTREAM"), "control plane base URL (env NYMPH_RELAY_UPSTREAM)")
+	fs.StringVar(&cfg.TokenFile, "token-file", env.getenv("NYMPH_RELAY_TOKEN_FILE"), "file holding the relay's bearer token, mode 0600 (env NYMPH_RELAY_TOKEN_FILE)")
+	fs.DurationVar(&cfg.FrameTimeout, "frame-timeout", relay.DefaultFrameTimeout, "drop a partial frame after this long without a byte")
+	fs.DurationVar(&cfg.UpstreamTimeout, "upstream-timeout", relay.DefaultUpstreamTimeout, "timeout of one upstream request")
+	fs.DurationVar(&cfg.SpoolInterval, "spool-interval", relay.DefaultSpoolInterval, "how often spool directories are polled")
+	fs.BoolVar(&cfg.AllowSharedWriters, "allow-shared-writers", false, "accept machine directories and pipes every user may write")
+	fs.StringVar(&statusAddr, "status-listen", "", "loopback address serving /metrics and /status (off when empty)")
+	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 || cfg.Prefix == "" || cfg.Upstream == "" || cfg.TokenFile == "" {
+		fmt.Fprintln(env.stderr, "usage: nymph relay --prefix DIR --upstream URL --token-file FILE [flags]")
+		return 2
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+		fmt.Fprintf(env.stderr, "nymph relay: --log-level: %v\n", err)
+		return 2
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: level}))
+	if limit, err := relay.RaiseFileLimit(); err != nil {
+		cfg.Logger.Warn("relay: open-file limit unchanged", "err", err)
+	} else {
+		cfg.Logger.Info("relay: open-file limit", "nofile", limit)
+	}
+	rl, err := relay.New(cfg)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "nymph relay: %v\n", err)
+		return 1
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case sig := <-env.signals:
+			cfg.Logger.Info("relay: shutting down", "signal", sig.String())
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if statusAddr != "" {
+		go func() {
+			if err := rl.ServeStatus(ctx, statusAddr); err != nil {
+				cfg.Logger.Error("relay: status listener stopped", "err", err)
+			}
+		}()
+	}
+	if err := rl.Run(ctx); err != nil {
+		fmt.Fprintf(env.stderr, "nymph relay: %v\n", err)
+		return 1
+	}
+	return 0
 }

@@ -1,0 +1,185 @@
+// Package fifoclient is the daemon's side of the FIFO relay: it carries a
+// transport.Request as one frame through <relay_dir>/req*.fifo and reads the
+// answer from the sibling resp*.fifo.
+//
+// It decides how a request becomes a frame (the wire.RelayRequest envelope
+// with a request id), which pipe pair a lane uses, and which reply is the
+// answer: with ids, a reply to any other request (a timed-out one, or one
+// from a previous run) is drained and discarded, never taken. It also
+// exports those envelope helpers to the spool transport, which carries the
+// same frames as files.
+//
+// It does not decide retries or backoff (the daemon core does), nor create
+// the pipes (whoever provisions the daemon runs mkfifo).
+//
+// Per request it opens the response pipe non-blocking before writing, so
+// the relay can always deliver; opens the request pipe O_WRONLY|O_NONBLOCK,
+// where ENXIO means no relay holds it open (ErrNoRelay); writes the frame in
+// one write; reads frames until its own arrives; closes both. Both files are
+// on Go's poller, so a wait parks a goroutine, never an OS thread, and
+// context cancellation and the request timeout interrupt it.
+package fifoclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/nymphd/nymph/hostio/transport"
+	"github.com/nymphd/nymph/wirecore/frame"
+)
+
+// ReplyMode says how the relay answers.
+type ReplyMode string
+
+const (
+	// ReplyID: requests carry an id and replies come back as
+	// wire.RelayReply envelopes naming it. Our relay's mode.
+	ReplyID ReplyMode = "id"
+	// ReplyRaw: no id; the reply is the upstream's raw body, as spec 000
+	// pins. For a relay that predates ids; a reply to an abandoned request
+	// cannot be told apart, so Timeout must exceed the relay's upstream
+	// timeout.
+	ReplyRaw ReplyMode = "raw"
+)
+
+// DefaultTimeout exceeds the relay's default upstream timeout (120 s), so
+// the relay's own verdict on a slow upstream arrives before we give up, and
+// a raw-mode relay never answers a request we abandoned.
+const DefaultTimeout = 130 * time.Second
+
+// StallTimeout is how long a lane stays closed after a frame was cut off
+// mid-write: it exceeds the relay's default frame stall timeout (30 s), so
+// the relay has discarded the partial frame before our next one arrives,
+// rather than reading our next bytes as the rest of it.
+const StallTimeout = 31 * time.Second
+
+// Config configures a Client.
+type Config struct {
+	// Dir is the machine directory, <prefix>/<machine_id>.
+	Dir string
+	// Timeout bounds one request, write to reply; 0 means DefaultTimeout.
+	Timeout time.Duration
+	// Replies is ReplyID (the default when empty) or ReplyRaw.
+	Replies ReplyMode
+	// IDs supplies request ids; nil means NewIDs(time.Now()).
+	IDs *IDs
+	// Logger receives discarded replies and cut-off frames; nil discards.
+	Logger *slog.Logger
+}
+
+// Client is a transport.Transport over a FIFO pair per lane. It is safe for
+// concurrent use; requests on one lane go one at a time, since the relay
+// serves a pair serially and replies on a shared pipe must not be read by
+// the wrong waiter.
+type Client struct {
+	cfg Config
+	log *slog.Logger
+
+	mu    sync.Mutex
+	lanes map[transport.Lane]*lane
+}
+
+// lane is one pipe pair. The one-slot channel is a lock a waiter can give
+// up on when its context ends.
+type lane struct {
+	slot         chan struct{}
+	req, resp    string
+	buf          []byte // reused frame encoding buffer
+	rbuf         []byte // reused read buffer
+	dec          frame.Decoder
+	stalledUntil time.Time
+}
+
+var laneName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// New returns a client for cfg. It does not touch the pipes: a relay may
+// start after the daemon.
+func New(cfg Config) (*Client, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("fifoclient: no relay directory")
+	}
+	switch cfg.Replies {
+	case "":
+		cfg.Replies = ReplyID
+	case ReplyID, ReplyRaw:
+	default:
+		return nil, fmt.Errorf("fifoclient: reply mode %q: want id or raw", cfg.Replies)
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.IDs == nil {
+		cfg.IDs = NewIDs(time.Now())
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Client{cfg: cfg, log: log, lanes: map[transport.Lane]*lane{}}, nil
+}
+
+// Paths returns the request and response pipes of a lane: req.fifo and
+// resp.fifo for transport.LanePoll, req.<lane>.fifo and resp.<lane>.fifo
+// otherwise.
+func Paths(dir string, l transport.Lane) (req, resp string) {
+	if l == transport.LanePoll {
+		return filepath.Join(dir, "req.fifo"), filepath.Join(dir, "resp.fifo")
+	}
+	return filepath.Join(dir, "req."+string(l)+".fifo"), filepath.Join(dir, "resp."+string(l)+".fifo")
+}
+
+func (c *Client) lane(l transport.Lane) (*lane, error) {
+	if l != transport.LanePoll && !laneName.MatchString(string(l)) {
+		return nil, fmt.Errorf("fifoclient: lane %q: want [A-Za-z0-9_-]+", l)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ln := c.lanes[l]
+	if ln == nil {
+		req, resp := Paths(c.cfg.Dir, l)
+		ln = &lane{slot: make(chan struct{}, 1), req: req, resp: resp}
+		c.lanes[l] = ln
+	}
+	return ln, nil
+}
+
+// RoundTrip implements transport.Transport. A nil error comes with the
+// control plane's response, whatever its status; no relay, a relay that
+// could not reach the control plane, a timeout or a cancelled ctx are
+// errors.
+func (c *Client) RoundTrip(ctx context.Context, req *transport.Request) (*transport.Response, error) {
+	ln, err := c.lane(req.Lane)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, c.cfg.Timeout,
+		fmt.Errorf("no reply within %s: %w", c.cfg.Timeout, context.DeadlineExceeded))
+	defer cancel()
+	select {
+	case ln.slot <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("fifoclient: %s: waiting for lane %q: %w", req.Endpoint, req.Lane, context.Cause(ctx))
+	}
+	defer func() { <-ln.slot }()
+	if until := ln.stalledUntil; time.Now().Before(until) {
+		return nil, fmt.Errorf("fifoclient: %s: lane %q closed until %s after a cut-off frame", ln.req, req.Lane, until.Format(time.RFC3339))
+	}
+	id := ""
+	if c.cfg.Replies == ReplyID {
+		id = c.cfg.IDs.Next()
+	}
+	if ln.buf, err = AppendRequest(ln.buf[:0], id, req); err != nil {
+		return nil, fmt.Errorf("fifoclient: %w", err)
+	}
+	resp, err := c.exchange(ctx, ln, id)
+	if err != nil {
+		return nil, fmt.Errorf("fifoclient: %s %s: %w", ln.req, req.Endpoint, err)
+	}
+	return resp, nil
+}

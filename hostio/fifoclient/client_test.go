@@ -1,0 +1,442 @@
+package fifoclient
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"golang.org/x/sys/unix"
+
+	"github.com/nymphd/nymph/hostio/transport"
+	"github.com/nymphd/nymph/wirecore/frame"
+	"github.com/nymphd/nymph/wirecore/wire"
+)
+
+var _ transport.Transport = (*Client)(nil)
+
+func TestRoundTrip(t *testing.T) {
+	dir := pipeDir(t)
+	mkpair(t, dir, transport.LanePoll)
+	relay := startRelay(t, dir, transport.LanePoll, echo)
+	c := newClient(t, Config{Dir: dir})
+
+	resp, err := c.RoundTrip(context.Background(), &transport.Request{
+		Endpoint:    "http://cp.test:8080/v1/daemon/exec/e-1/chunk",
+		ContentType: "application/octet-stream",
+		Headers:     map[string]string{"X-LS-Signature": "s1"},
+		Body:        []byte("line\n"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &transport.Response{Status: 200, Body: []byte("/v1/daemon/exec/e-1/chunk|line\n")}
+	if diff := cmp.Diff(want, resp); diff != "" {
+		t.Errorf("response (-want +got):\n%s", diff)
+	}
+	seen := relay.requests()
+	if len(seen) != 1 {
+		t.Fatalf("relay saw %d requests", len(seen))
+	}
+	if !frame.ValidID(seen[0].ID) {
+		t.Errorf("request id %q is not a valid relay id", seen[0].ID)
+	}
+	wantEnv := wire.RelayRequest{Endpoint: "/v1/daemon/exec/e-1/chunk", ContentType: "application/octet-stream",
+		Headers: map[string]string{"X-LS-Signature": "s1"}, Body: []byte("line\n")}
+	if diff := cmp.Diff(wantEnv, seen[0], cmpopts.IgnoreFields(wire.RelayRequest{}, "ID")); diff != "" {
+		t.Errorf("envelope (-want +got):\n%s", diff)
+	}
+}
+
+func TestLargeBodiesBothWays(t *testing.T) {
+	dir := pipeDir(t)
+	mkpair(t, dir, transport.LanePoll)
+	startRelay(t, dir, transport.LanePoll, func(req wire.RelayRequest) [][]byte {
+		return [][]byte{idReply(req.ID, 200, string(bytes.ToUpper(req.Body)))}
+	})
+	c := newClient(t, Config{Dir: dir})
+	body := bytes.Repeat([]byte("abcdefgh"), 300<<10/8) // several pipe buffers
+	for range 2 {
+		resp, err := c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/v1/daemon/event", Body: body})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(resp.Body, bytes.ToUpper(body)) {
+			t.Fatalf("body of %d bytes differs", len(resp.Body))
+		}
+	}
+}
+
+func TestLanesUseTheirOwnPair(t *testing.T) {
+	dir := pipeDir(t)
+	mkpair(t, dir, transport.LanePoll)
+	mkpair(t, dir, transport.LaneControl)
+	ctl := startRelay(t, dir, transport.LaneControl, echo)
+	c := newClient(t, Config{Dir: dir})
+
+	resp, err := c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/v1/daemon/ack", Lane: transport.LaneControl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(resp.Body) != "/v1/daemon/ack|" || len(ctl.requests()) != 1 {
+		t.Errorf("control lane: %q, relay saw %d", resp.Body, len(ctl.requests()))
+	}
+	// Nobody serves the poll pair: its own pipes, not the control lane's.
+	_, err = c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/v1/daemon/poll"})
+	if !errors.Is(err, ErrNoRelay) {
+		t.Errorf("poll lane without relay: %v, want ErrNoRelay", err)
+	}
+	if _, err := c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/x", Lane: "../evil"}); err == nil {
+		t.Error("a lane with a path separator was accepted")
+	}
+}
+
+func TestNoRelayIsATransportError(t *testing.T) {
+	dir := pipeDir(t)
+	mkpair(t, dir, transport.LanePoll)
+	c := newClient(t, Config{Dir: dir})
+	_, err := c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/v1/daemon/poll"})
+	if !errors.Is(err, ErrNoRelay) || !errors.Is(err, unix.ENXIO) {
+		t.Fatalf("err = %v, want ErrNoRelay wrapping ENXIO", err)
+	}
+	// Missing pipes are an error too, naming the path.
+	c = newClient(t, Config{Dir: t.TempDir()})
+	if _, err := c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/v1/daemon/poll"}); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("err = %v, want not-exist", err)
+	}
+}
+
+func TestRegularFileIsRefused(t *testing.T) {
+	dir := pipeDir(t)
+	req, resp := Paths(dir, transport.LanePoll)
+	for _, p := range []string{req, resp} {
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := newClient(t, Config{Dir: dir})
+	if _, err := c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/v1/daemon/poll"}); err == nil {
+		t.Fatal("a regular file was used as a pipe")
+	}
+}
+
+// A reply to a request the daemon gave up on arrives while it waits for the
+// next one: it is drained and discarded, and the right reply is taken.
+func TestStaleReplyFromTimedOutRequestIsSkipped(t *testing.T) {
+	dir := pipeDir(t)
+	mkpair(t, dir, transport.LanePoll)
+	var first string
+	relay := startRelay(t, dir, transport.LanePoll, func(req wire.RelayRequest) [][]byte {
+		if first == "" {
+			first = req.ID // stuck upstream: no answer in time
+			return nil
+		}
+		return [][]byte{
+			idReply(first, 200, "stale"),
+			[]byte("\x81\xa2no\xa2id"), // not an id reply at all
+			idReply(req.ID, 200, "fresh"),
+		}
+	})
+	c := newClient(t, Config{Dir: dir, Timeout: 100 * time.Millisecond})
+	if _, err := c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/v1/daemon/poll"}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("first request: %v, want a timeout", err)
+	}
+	c.cfg.Timeout = time.Minute
+	resp, err := c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/v1/daemon/poll"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(resp.Body) != "fresh" {
+		t.Errorf("took %q, want the fresh reply", resp.Body)
+	}
+	if seen := relay.requests(); len(seen) != 2 || seen[0].ID == seen[1].ID {
+		t.Errorf("relay saw %d requests, ids %v", len(seen), seen)
+	}
+}
+
+// Bytes left in the response pipe before a request (a relay that wrote
+// while an earlier reader was still open) are dropped before writing, so
+// even a raw-mode client never takes them.
+func TestStaleBytesInPipeAreDrained(t *testing.T) {
+	for _, mode := range []ReplyMode{ReplyID, ReplyRaw} {
+		t.Run(string(mode), func(t *testing.T) {
+			dir := pipeDir(t)
+			mkpair(t, dir, transport.LanePoll)
+			_, respPath := Paths(dir, transport.LanePoll)
+			holder, err := openFIFO(respPath, unix.O_RDWR) // keeps the stale bytes alive
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer holder.Close()
+			stale := append(frame.Append(nil, idReply("old-1", 500, "stale")), 0, 0, 0x10) // and a fragment
+			if _, err := holder.Write(stale); err != nil {
+				t.Fatal(err)
+			}
+			startRelay(t, dir, transport.LanePoll, func(req wire.RelayRequest) [][]byte {
+				if req.ID == "" {
+					return [][]byte{[]byte("raw fresh")}
+				}
+				return [][]byte{idReply(req.ID, 200, "fresh")}
+			})
+			c := newClient(t, Config{Dir: dir, Replies: mode})
+			resp, err := c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/v1/daemon/poll"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.Status != 200 || !bytes.Contains(resp.Body, []byte("fresh")) {
+				t.Errorf("took %d %q, want the fresh reply", resp.Status, resp.Body)
+			}
+		})
+	}
+}
+
+func TestTimeoutAndCancel(t *testing.T) {
+	dir := pipeDir(t)
+	mkpair(t, dir, transport.LanePoll)
+	got := make(chan string, 4)
+	startRelay(t, dir, transport.LanePoll, func(req wire.RelayRequest) [][]byte {
+		got <- req.ID
+		return nil // never answers
+	})
+
+	c := newClient(t, Config{Dir: dir, Timeout: 50 * time.Millisecond})
+	_, err := c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/v1/daemon/poll"})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("timeout: err = %v", err)
+	}
+	<-got
+
+	c = newClient(t, Config{Dir: dir})
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.RoundTrip(ctx, &transport.Request{Endpoint: "/v1/daemon/poll"})
+		errc <- err
+	}()
+	<-got // the request is out; the client now waits on the pipe
+	cancel()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancel: err = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("RoundTrip ignored cancellation")
+	}
+}
+
+func TestRelayErrors(t *testing.T) {
+	dir := pipeDir(t)
+	mkpair(t, dir, transport.LanePoll)
+	startRelay(t, dir, transport.LanePoll, func(req wire.RelayRequest) [][]byte {
+		rr := wire.RelayReply{ID: req.ID, Body: []byte("upstream said no")}
+		switch req.Endpoint {
+		case "/down":
+			rr = wire.RelayReply{ID: req.ID, RelayError: &wire.RelayReplyError{Message: "connection refused"}}
+		case "/422":
+			rr.Status = 422
+		case "/refused":
+			rr = wire.RelayReply{ID: req.ID, Status: 400, RelayError: &wire.RelayReplyError{Message: "endpoint not allowed"}}
+		}
+		b, _ := rr.MarshalMsg(nil)
+		return [][]byte{b}
+	})
+	c := newClient(t, Config{Dir: dir})
+	_, err := c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/down"})
+	var re *RelayError
+	if !errors.As(err, &re) || re.Message != "connection refused" {
+		t.Errorf("status 0: err = %v, want a RelayError", err)
+	}
+	for ep, status := range map[string]int{"/422": 422, "/refused": 400} {
+		resp, err := c.RoundTrip(context.Background(), &transport.Request{Endpoint: ep})
+		if err != nil || resp.Status != status {
+			t.Errorf("%s: %v, %v; want status %d", ep, resp, err, status)
+		}
+	}
+}
+
+func TestRawReplies(t *testing.T) {
+	fail := func(status int, msg, body string) []byte {
+		b, _ := (&wire.RelayErrorReply{RelayError: wire.RelayFailure{Status: wire.Int(status), Message: msg, Body: []byte(body)}}).MarshalMsg(nil)
+		return b
+	}
+	tests := []struct {
+		reply   []byte
+		want    *transport.Response
+		wantErr bool
+	}{
+		{[]byte{0x81, 0xa8, 'c', 'o', 'm', 'm', 'a', 'n', 'd', 's', 0x90}, &transport.Response{Status: 200, Body: []byte{0x81, 0xa8, 'c', 'o', 'm', 'm', 'a', 'n', 'd', 's', 0x90}}, false},
+		{[]byte{}, &transport.Response{Status: 200, Body: []byte{}}, false},
+		{fail(0, "dial tcp: refused", ""), nil, true},
+		{fail(422, "upstream answered 422", "\x82\xa5error\xa1x\xa5field\xa1y"), &transport.Response{Status: 422, Body: []byte("\x82\xa5error\xa1x\xa5field\xa1y")}, false},
+	}
+	dir := pipeDir(t)
+	mkpair(t, dir, transport.LanePoll)
+	next := make(chan []byte, 1)
+	relay := startRelay(t, dir, transport.LanePoll, func(req wire.RelayRequest) [][]byte { return [][]byte{<-next} })
+	c := newClient(t, Config{Dir: dir, Replies: ReplyRaw})
+	for i, tt := range tests {
+		next <- tt.reply
+		resp, err := c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/v1/daemon/poll"})
+		if (err != nil) != tt.wantErr {
+			t.Errorf("%d: err = %v", i, err)
+		}
+		if diff := cmp.Diff(tt.want, resp); diff != "" {
+			t.Errorf("%d: response (-want +got):\n%s", i, diff)
+		}
+	}
+	for _, r := range relay.requests() {
+		if r.ID != "" {
+			t.Errorf("raw mode sent id %q", r.ID)
+		}
+	}
+}
+
+// Concurrent requests on one lane go one at a time, and each caller gets
+// the reply to its own request.
+func TestConcurrentRequestsOnALane(t *testing.T) {
+	dir := pipeDir(t)
+	mkpair(t, dir, transport.LanePoll)
+	startRelay(t, dir, transport.LanePoll, echo)
+	c := newClient(t, Config{Dir: dir})
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body := fmt.Sprintf("req-%d", i)
+			resp, err := c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/v1/daemon/ack", Body: []byte(body)})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if string(resp.Body) != "/v1/daemon/ack|"+body {
+				t.Errorf("request %s got %q", body, resp.Body)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func TestEndpointPath(t *testing.T) {
+	tests := []struct {
+		in, want string
+		wantErr  bool
+	}{
+		{"/v1/daemon/poll", "/v1/daemon/poll", false},
+		{"https://cp.test/v1/daemon/exec/x/chunk", "/v1/daemon/exec/x/chunk", false},
+		{"http://127.0.0.1:9/base/v1/daemon/ack", "/base/v1/daemon/ack", false},
+		{"https://cp.test/v1/daemon/exec/x/chunk?sig=1", "", true},
+		{"/v1/daemon/poll#frag", "", true},
+		{"https://cp.test", "", true},
+		{"", "", true},
+	}
+	for _, tt := range tests {
+		got, err := EndpointPath(tt.in)
+		if got != tt.want || (err != nil) != tt.wantErr {
+			t.Errorf("EndpointPath(%q) = %q, %v", tt.in, got, err)
+		}
+	}
+}
+
+func TestIDs(t *testing.T) {
+	ids := NewIDs(time.Unix(1700000000, 0))
+	a, b := ids.Next(), ids.Next()
+	if a == b || !frame.ValidID(a) || !frame.ValidID(b) {
+		t.Errorf("ids %q, %q", a, b)
+	}
+	if other := NewIDs(time.Unix(1700000000, 0)).Next(); other == a {
+		t.Errorf("two boots made the same id %q", a)
+	}
+}
+
+// BenchmarkRoundTrip is a small request through a FIFO pair and an
+// in-process relay that answers at once: the cost the FIFO transport adds,
+// to set beside the spool transport's round trip.
+func BenchmarkRoundTrip(b *testing.B) {
+	dir := pipeDir(b)
+	mkpair(b, dir, transport.LanePoll)
+	startRelay(b, dir, transport.LanePoll, echo)
+	c := newClient(b, Config{Dir: dir})
+	req := &transport.Request{Endpoint: "/v1/daemon/ack", Body: make([]byte, 256)}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.RoundTrip(context.Background(), req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// A frame cut off mid-write (the relay stopped reading) closes the lane
+// for StallTimeout, so our next frame is not read as the rest of the cut
+// one.
+func TestCutOffFrameClosesTheLane(t *testing.T) {
+	dir := pipeDir(t)
+	mkpair(t, dir, transport.LanePoll)
+	reqPath, _ := Paths(dir, transport.LanePoll)
+	stuck, err := openFIFO(reqPath, unix.O_RDWR) // a relay that never reads
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stuck.Close()
+	c := newClient(t, Config{Dir: dir, Timeout: 100 * time.Millisecond})
+	big := make([]byte, 1<<20) // far more than a pipe buffer
+	if _, err := c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/v1/daemon/event", Body: big}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("first: err = %v, want a timeout", err)
+	}
+	_, err = c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/v1/daemon/poll"})
+	if err == nil || !strings.Contains(err.Error(), "cut-off frame") {
+		t.Fatalf("second: err = %v, want the lane closed", err)
+	}
+}
+
+// A request waiting for its lane gives up when its context ends.
+func TestCancelWhileWaitingForTheLane(t *testing.T) {
+	dir := pipeDir(t)
+	mkpair(t, dir, transport.LanePoll)
+	got := make(chan string, 1)
+	startRelay(t, dir, transport.LanePoll, func(req wire.RelayRequest) [][]byte {
+		got <- req.ID
+		return nil
+	})
+	c := newClient(t, Config{Dir: dir, Timeout: 500 * time.Millisecond})
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/v1/daemon/poll"})
+		first <- err
+	}()
+	<-got // the first request holds the lane
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := c.RoundTrip(ctx, &transport.Request{Endpoint: "/v1/daemon/poll"}); !errors.Is(err, context.Canceled) {
+		t.Errorf("waiting request: err = %v, want cancellation", err)
+	}
+	if err := <-first; !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("first request: err = %v, want its timeout", err)
+	}
+}
+
+// A relay that restarted answers a daemon already waiting on its resp pipe
+// with a raw relay_error: the request it had is lost, and the client must
+// fail it at once instead of waiting for an id reply that cannot come.
+func TestRawRelayErrorFailsTheWaitingRequest(t *testing.T) {
+	dir := pipeDir(t)
+	mkpair(t, dir, transport.LanePoll)
+	startRelay(t, dir, transport.LanePoll, func(req wire.RelayRequest) [][]byte {
+		b, _ := (&wire.RelayErrorReply{RelayError: wire.RelayFailure{Message: "relay restarted: request lost"}}).MarshalMsg(nil)
+		return [][]byte{b}
+	})
+	c := newClient(t, Config{Dir: dir, Timeout: time.Minute})
+	_, err := c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/v1/daemon/poll"})
+	var re *RelayError
+	if !errors.As(err, &re) || !strings.Contains(re.Message, "relay restarted") {
+		t.Fatalf("err = %v, want the relay's restart notice as a RelayError", err)
+	}
+}

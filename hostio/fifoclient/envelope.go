@@ -1,0 +1,256 @@
+package fifoclient
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/tinylib/msgp/msgp"
+
+	"github.com/nymphd/nymph/hostio/transport"
+	"github.com/nymphd/nymph/wirecore/frame"
+	"github.com/nymphd/nymph/wirecore/wire"
+)
+
+// IDs hands out request ids: a boot id (a ULID: 48-bit milliseconds and 80
+// random bits in Crockford base32) and a counter, "01JD…-17". The boot part
+// keeps ids unique across restarts of the daemon, so a reply to a request
+// of a previous run is never taken for a reply to this one.
+type IDs struct {
+	boot string
+	next atomic.Uint64
+}
+
+// NewIDs starts a sequence whose boot id is made from now and 80 bits of
+// crypto randomness.
+func NewIDs(now time.Time) *IDs {
+	var b [16]byte
+	ms := uint64(now.UnixMilli())
+	for i := 5; i >= 0; i-- {
+		b[i] = byte(ms)
+		ms >>= 8
+	}
+	rand.Read(b[6:]) // never fails (crypto/rand contract since Go 1.24)
+	return &IDs{boot: crockford(b)}
+}
+
+// Next returns a fresh id; safe for concurrent use.
+func (s *IDs) Next() string {
+	return s.boot + "-" + strconv.FormatUint(s.next.Add(1), 10)
+}
+
+// crockford encodes 128 bits as 26 Crockford base32 characters, as a ULID
+// does: the characters are all in the id alphabet the relay accepts.
+func crockford(b [16]byte) string {
+	const alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+	hi := uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 |
+		uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7])
+	lo := uint64(b[8])<<56 | uint64(b[9])<<48 | uint64(b[10])<<40 | uint64(b[11])<<32 |
+		uint64(b[12])<<24 | uint64(b[13])<<16 | uint64(b[14])<<8 | uint64(b[15])
+	var out [26]byte
+	for i := 25; i >= 0; i-- {
+		out[i] = alphabet[lo&31]
+		lo = lo>>5 | hi<<59
+		hi >>= 5
+	}
+	return string(out[:])
+}
+
+// EndpointPath returns what goes in the envelope's endpoint: the path
+// itself, or the path of a full URL (a log sink handed out by the server).
+// A URL with a query or fragment is refused: the relay forwards paths only,
+// and dropping the rest silently would send the request somewhere else.
+func EndpointPath(endpoint string) (string, error) {
+	if len(endpoint) > 0 && endpoint[0] == '/' && !hasQueryOrFragment(endpoint) {
+		return endpoint, nil
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return "", fmt.Errorf("endpoint %q: %w", endpoint, err)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.ForceQuery {
+		return "", fmt.Errorf("endpoint %q: a relay carries no query or fragment", endpoint)
+	}
+	if u.Path == "" || u.Path[0] != '/' {
+		return "", fmt.Errorf("endpoint %q: no absolute path", endpoint)
+	}
+	return u.EscapedPath(), nil
+}
+
+func hasQueryOrFragment(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '?' || s[i] == '#' {
+			return true
+		}
+	}
+	return false
+}
+
+// AppendRequest appends req as one relay request frame to dst, with id in
+// the envelope (empty id: none, for a relay that answers raw).
+func AppendRequest(dst []byte, id string, req *transport.Request) ([]byte, error) {
+	ep, err := EndpointPath(req.Endpoint)
+	if err != nil {
+		return dst, err
+	}
+	env := wire.RelayRequest{Endpoint: ep, Headers: req.Headers, ContentType: req.ContentType, ID: id, Body: req.Body}
+	if req.Body == nil {
+		env.Body = []byte{} // an absent body and an empty one are the same request
+	}
+	return frame.AppendMsg(dst, &env)
+}
+
+// RelayError is a reply saying the relay could not reach the control plane
+// (status 0): no response exists, so the core treats it as a transport
+// failure and backs off.
+type RelayError struct {
+	Message string
+}
+
+func (e *RelayError) Error() string { return "relay: upstream unreachable: " + e.Message }
+
+// ParseReply reads an id-mode reply payload. mine is false when the reply
+// answers another request (a stale one from a timed-out request or a
+// previous run) or is not an id reply at all; the caller discards it.
+func ParseReply(payload []byte, id string) (resp *transport.Response, mine bool, err error) {
+	r, err := decodeReply(payload)
+	if err != nil || !r.hasID || r.id != id {
+		return nil, false, nil
+	}
+	if r.hasError && r.status == 0 {
+		return nil, true, &RelayError{Message: r.message}
+	}
+	return &transport.Response{Status: r.status, Body: r.body}, true, nil
+}
+
+// ParseRawReply reads a reply of a relay answering raw (no ids): the
+// payload is the upstream's body with status 200, unless it is exactly a
+// {relay_error: {status, message, body}} map.
+func ParseRawReply(payload []byte) (*transport.Response, error) {
+	if f, ok := rawRelayError(payload); ok {
+		if f.status == 0 {
+			return nil, &RelayError{Message: f.message}
+		}
+		return &transport.Response{Status: f.status, Body: f.body}, nil
+	}
+	return &transport.Response{Status: 200, Body: append([]byte{}, payload...)}, nil
+}
+
+// rawRelayError recognises a relay_error map by its single key: a generic
+// decode would also "succeed" on any upstream body, skipping its keys.
+func rawRelayError(payload []byte) (reply, bool) {
+	n, rest, err := msgp.ReadMapHeaderBytes(payload)
+	if err != nil || n != 1 {
+		return reply{}, false
+	}
+	key, rest, err := msgp.ReadStringZC(rest)
+	if err != nil || string(key) != "relay_error" {
+		return reply{}, false
+	}
+	r, err := decodeReply(rest)
+	if err != nil || r.rest != 0 {
+		return reply{}, false
+	}
+	return r, true
+}
+
+// reply is the union of wire.RelayReply and wire.RelayFailure. They are
+// read by hand rather than with their generated codecs: those cap bin
+// lengths with the collection limit, and a reply body is any size up to the
+// frame ceiling.
+type reply struct {
+	id              string
+	hasID, hasError bool
+	status          int
+	message         string
+	body            []byte // a copy: payloads alias a reused buffer
+	rest            int    // bytes after the map
+}
+
+func decodeReply(b []byte) (reply, error) {
+	var r reply
+	n, b, err := msgp.ReadMapHeaderBytes(b)
+	if err != nil {
+		return r, err
+	}
+	for ; n > 0; n-- {
+		var key []byte
+		if key, b, err = msgp.ReadStringZC(b); err != nil {
+			return r, err
+		}
+		switch string(key) {
+		case "id":
+			var v []byte
+			v, b, err = msgp.ReadStringZC(b)
+			r.id, r.hasID = string(v), true
+		case "status":
+			var st wire.Int
+			b, err = st.UnmarshalMsg(b)
+			r.status = int(st)
+		case "message":
+			var v []byte
+			v, b, err = msgp.ReadStringZC(b)
+			r.message = string(v)
+		case "body":
+			r.body, b, err = readBody(b)
+		case "relay_error":
+			r.hasError = true
+			b, err = r.readError(b)
+		default:
+			b, err = msgp.Skip(b)
+		}
+		if err != nil {
+			return r, fmt.Errorf("reply key %q: %w", key, err)
+		}
+	}
+	if r.body == nil {
+		r.body = []byte{}
+	}
+	r.rest = len(b)
+	return r, nil
+}
+
+// readError reads an id reply's relay_error: {message} (nil is no error).
+func (r *reply) readError(b []byte) ([]byte, error) {
+	if msgp.IsNil(b) {
+		r.hasError = false
+		return b[1:], nil
+	}
+	n, b, err := msgp.ReadMapHeaderBytes(b)
+	if err != nil {
+		return b, err
+	}
+	for ; n > 0 && err == nil; n-- {
+		var key, v []byte
+		if key, b, err = msgp.ReadStringZC(b); err != nil {
+			return b, err
+		}
+		if string(key) == "message" {
+			v, b, err = msgp.ReadStringZC(b)
+			r.message = string(v)
+		} else {
+			b, err = msgp.Skip(b)
+		}
+	}
+	return b, err
+}
+
+// readBody copies a bin or str body; nil is empty.
+func readBody(b []byte) ([]byte, []byte, error) {
+	if msgp.IsNil(b) {
+		return []byte{}, b[1:], nil
+	}
+	if len(b) > 0 && msgp.NextType(b) == msgp.StrType {
+		v, rest, err := msgp.ReadStringZC(b)
+		return append([]byte{}, v...), rest, err
+	}
+	v, rest, err := msgp.ReadBytesZC(b)
+	return append([]byte{}, v...), rest, err
+}
+
+// ErrNoRelay means no relay holds the request pipe open.
+var ErrNoRelay = errors.New("no relay is reading")

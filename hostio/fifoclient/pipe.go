@@ -1,0 +1,175 @@
+package fifoclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nymphd/nymph/hostio/transport"
+	"github.com/nymphd/nymph/wirecore/frame"
+)
+
+// readSize is the read buffer of a lane; replies larger than this arrive
+// in several reads.
+const readSize = 64 << 10
+
+// keepDecoder bounds the decoder buffer a lane keeps between requests: a
+// rare large reply should not pin its size for the daemon's lifetime.
+const keepDecoder = 1 << 20
+
+// exchange writes the lane's encoded frame and waits for the reply to id
+// (any reply when id is empty, in raw mode).
+func (c *Client) exchange(ctx context.Context, ln *lane, id string) (*transport.Response, error) {
+	// The response pipe is opened O_RDWR rather than O_RDONLY: holding a
+	// write end ourselves means a read finds EAGAIN, not end-of-file, while
+	// the relay has not opened its end yet, so the poller can park us.
+	resp, err := openFIFO(ln.resp, unix.O_RDWR)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Close()
+	// Whatever already sits in the pipe predates our request: drop it so a
+	// stale reply (or a stale fragment of one) cannot even be parsed.
+	if n, err := drainNow(resp); err != nil {
+		return nil, fmt.Errorf("drain %s: %w", ln.resp, err)
+	} else if n > 0 {
+		c.log.Info("fifoclient: dropped stale reply bytes", "pipe", ln.resp, "bytes", n)
+	}
+	req, err := openFIFO(ln.req, unix.O_WRONLY)
+	if errors.Is(err, unix.ENXIO) {
+		return nil, fmt.Errorf("%w: %w", ErrNoRelay, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer req.Close()
+	stop := context.AfterFunc(ctx, func() {
+		past := time.Unix(1, 0) // wakes the poller at once
+		resp.SetDeadline(past)
+		req.SetDeadline(past)
+	})
+	defer stop()
+
+	if n, err := req.Write(ln.buf); err != nil {
+		if n > 0 {
+			// The relay holds a partial frame; our next bytes would be read
+			// as its rest until its stall timer discards it.
+			ln.stalledUntil = time.Now().Add(StallTimeout)
+			c.log.Warn("fifoclient: frame cut off mid-write", "pipe", ln.req, "written", n, "of", len(ln.buf))
+		}
+		return nil, cause(ctx, fmt.Errorf("write: %w", err))
+	}
+	req.Close() // done writing; frees the fd while we wait
+	return c.awaitReply(ctx, ln, resp, id)
+}
+
+func (c *Client) awaitReply(ctx context.Context, ln *lane, resp *os.File, id string) (*transport.Response, error) {
+	ln.dec.Reset()
+	largest := 0
+	defer func() {
+		if largest > keepDecoder || ln.dec.Buffered() > keepDecoder {
+			ln.dec = frame.Decoder{}
+		}
+	}()
+	if ln.rbuf == nil {
+		ln.rbuf = make([]byte, readSize)
+	}
+	for {
+		for {
+			p, ok, err := ln.dec.Next()
+			if err != nil {
+				return nil, fmt.Errorf("read %s: %w", ln.resp, err)
+			}
+			if !ok {
+				break
+			}
+			largest = max(largest, len(p))
+			if id == "" {
+				return ParseRawReply(p)
+			}
+			r, mine, err := ParseReply(p, id)
+			if mine {
+				return r, err
+			}
+			// A raw relay_error while we wait for an id reply is the relay
+			// telling whoever waits that it restarted (or that a frame was too
+			// broken to carry an id): our request is gone, so fail it now
+			// rather than waiting out the timeout.
+			if f, ok := rawRelayError(p); ok {
+				return nil, &RelayError{Message: f.message}
+			}
+			c.log.Info("fifoclient: discarded a reply to another request", "pipe", ln.resp, "bytes", len(p))
+		}
+		n, err := resp.Read(ln.rbuf)
+		ln.dec.Feed(ln.rbuf[:n])
+		if err != nil {
+			return nil, cause(ctx, fmt.Errorf("read %s: %w", ln.resp, err))
+		}
+	}
+}
+
+// openFIFO opens path non-blocking and hands it to Go's poller; anything
+// but a FIFO is refused, so a stray regular file never receives frames.
+func openFIFO(path string, mode int) (*os.File, error) {
+	fd, err := unix.Open(path, mode|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "open", Path: path, Err: errors.New("not a FIFO")}
+	}
+	// A non-blocking descriptor makes os.NewFile register it with the
+	// poller: reads and writes park a goroutine and honour deadlines.
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// drainNow reads and discards whatever the pipe holds right now, without
+// waiting for more.
+func drainNow(f *os.File) (int, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var buf [4096]byte
+	total := 0
+	var rerr error
+	err = rc.Read(func(fd uintptr) bool {
+		for {
+			n, err := unix.Read(int(fd), buf[:])
+			if n > 0 {
+				total += n
+				continue
+			}
+			if err != nil && err != unix.EAGAIN && err != unix.EINTR {
+				rerr = err
+			}
+			if err == unix.EINTR {
+				continue
+			}
+			return true // never wait: only what is there now
+		}
+	})
+	if err == nil {
+		err = rerr
+	}
+	return total, err
+}
+
+// cause prefers the context's reason (timeout or cancellation) over the
+// deadline error the poller reports when the context ended.
+func cause(ctx context.Context, err error) error {
+	if ctx.Err() != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		return context.Cause(ctx)
+	}
+	return err
+}

@@ -1,0 +1,263 @@
+package relay
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nymphd/nymph/wirecore/frame"
+)
+
+// procStatus reads a "VmRSS"-style field of /proc/self/status in bytes.
+func procStatus(tb testing.TB, field string) float64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		tb.Skip("no /proc/self/status:", err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			return kb * 1024
+		}
+	}
+	tb.Fatalf("no %s in /proc/self/status", field)
+	return 0
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkIdlePairs10k starts a relay on 10,000 machine directories with
+// one FIFO pair each and reports the time to have every pair pumped, the
+// RSS it added, and the CPU it burns idle over two seconds.
+//
+//	go test -run '^$' -bench IdlePairs10k -benchtime 1x ./relay/
+func BenchmarkIdlePairs10k(b *testing.B) {
+	const pairs = 10000
+	fp := newFakePlane(b)
+	prefix := b.TempDir()
+	for i := range pairs {
+		makePair(b, filepath.Join(prefix, fmt.Sprintf("m%05d", i)), "")
+	}
+	for range b.N {
+		runtime.GC()
+		rssBefore := procStatus(b, "VmRSS")
+		start := time.Now()
+		rl, cancel, done := startRelay(b, prefix, fp.URL, func(c *Config) { c.SpoolInterval = DefaultSpoolInterval })
+		ready := time.Since(start)
+		if got := rl.metrics.pumps.Load(); got != pairs {
+			b.Fatalf("pumps = %d, want %d", got, pairs)
+		}
+		cpu0, t0 := cpuTime(), time.Now()
+		time.Sleep(2 * time.Second) // idle on purpose: this is what is measured
+		idleCPU := float64(cpuTime()-cpu0) / float64(time.Since(t0))
+		rss := procStatus(b, "VmRSS") - rssBefore
+		b.ReportMetric(ready.Seconds(), "discovery-s")
+		b.ReportMetric(rss/(1<<20), "rss-added-MiB")
+		b.ReportMetric(idleCPU*100, "idle-cpu-%")
+		b.ReportMetric(float64(runtime.NumGoroutine()), "goroutines")
+		cancel()
+		<-done
+	}
+}
+
+// benchPlane is a local upstream answering small requests at once.
+func benchPlane(b *testing.B) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Write([]byte("ok"))
+	}))
+	b.Cleanup(srv.Close)
+	return srv
+}
+
+// pipeClient is a daemon keeping its pair open between requests.
+type pipeClient struct {
+	resp, req *os.File
+	frame     []byte
+	hdr       [4]byte
+	buf       []byte
+}
+
+func newPipeClient(b *testing.B, dir string) *pipeClient {
+	resp, req := daemonSide{dir: dir}.open(b)
+	b.Cleanup(func() { resp.Close(); req.Close() })
+	return &pipeClient{resp: resp, req: req, buf: make([]byte, 512),
+		frame: frame.Append(nil, envelope(b, "/v1/daemon/ack", "bench-1", bytes.Repeat([]byte("a"), 100)))}
+}
+
+func (c *pipeClient) roundTrip() error {
+	if _, err := c.req.Write(c.frame); err != nil {
+		return err
+	}
+	if _, err := io.ReadFull(c.resp, c.hdr[:]); err != nil {
+		return err
+	}
+	n := int(c.hdr[0])<<24 | int(c.hdr[1])<<16 | int(c.hdr[2])<<8 | int(c.hdr[3])
+	_, err := io.ReadFull(c.resp, c.buf[:n])
+	return err
+}
+
+// BenchmarkThroughput sends small frames across 1, 100 and 1,000 pairs,
+// and the same requests straight to the same upstream, in one run.
+//
+//	go test -run '^$' -bench Throughput -benchtime 20000x ./relay/
+func BenchmarkThroughput(b *testing.B) {
+	for _, pairs := range []int{1, 100, 1000} {
+		b.Run(fmt.Sprintf("pairs=%d/relay", pairs), func(b *testing.B) {
+			srv := benchPlane(b)
+			prefix := b.TempDir()
+			for i := range pairs {
+				makePair(b, filepath.Join(prefix, fmt.Sprintf("m%04d", i)), "")
+			}
+			startRelay(b, prefix, srv.URL, nil)
+			clients := make([]*pipeClient, pairs)
+			for i := range clients {
+				clients[i] = newPipeClient(b, filepath.Join(prefix, fmt.Sprintf("m%04d", i)))
+			}
+			runSpread(b, pairs, func(i int) error { return clients[i].roundTrip() })
+		})
+		b.Run(fmt.Sprintf("pairs=%d/direct", pairs), func(b *testing.B) {
+			srv := benchPlane(b)
+			client := NewClient(0)
+			body := envelope(b, "/v1/daemon/ack", "bench-1", bytes.Repeat([]byte("a"), 100))
+			runSpread(b, pairs, func(int) error { return postDirect(client, srv.URL+"/v1/daemon/ack", body) })
+		})
+	}
+}
+
+func postDirect(c *http.Client, url string, body []byte) error {
+	resp, err := c.Post(url, defaultContentType, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	io.Copy(io.Discard, resp.Body)
+	return resp.Body.Close()
+}
+
+// runSpread runs b.N calls over workers goroutines and reports frames/s.
+func runSpread(b *testing.B, workers int, call func(worker int) error) {
+	b.ReportAllocs()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	per, extra := b.N/workers, b.N%workers
+	b.ResetTimer()
+	start := time.Now()
+	for w := range workers {
+		n := per
+		if w < extra {
+			n++
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range n {
+				if err := call(w); err != nil {
+					mu.Lock()
+					firstErr = err
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	if firstErr != nil {
+		b.Fatal(firstErr)
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "frames/s")
+}
+
+// BenchmarkLatencyRatio alternates one request through the relay and the
+// same request sent directly, and reports the ratio of their mean times.
+//
+//	go test -run '^$' -bench LatencyRatio -benchtime 5000x ./relay/
+func BenchmarkLatencyRatio(b *testing.B) {
+	srv := benchPlane(b)
+	prefix := b.TempDir()
+	makePair(b, filepath.Join(prefix, "m"), "")
+	startRelay(b, prefix, srv.URL, nil)
+	pc := newPipeClient(b, filepath.Join(prefix, "m"))
+	client := NewClient(0)
+	body := envelope(b, "/v1/daemon/ack", "bench-1", bytes.Repeat([]byte("a"), 100))
+	var viaRelay, direct time.Duration
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		if err := pc.roundTrip(); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if err := postDirect(client, srv.URL+"/v1/daemon/ack", body); err != nil {
+			b.Fatal(err)
+		}
+		viaRelay += t1.Sub(t0)
+		direct += time.Since(t1)
+	}
+	b.ReportMetric(float64(viaRelay.Microseconds())/float64(b.N), "relay-µs/op")
+	b.ReportMetric(float64(direct.Microseconds())/float64(b.N), "direct-µs/op")
+	b.ReportMetric(float64(viaRelay)/float64(direct), "ratio")
+}
+
+// BenchmarkFrame256MiB sends one frame of 256 MiB and reports how much the
+// process's peak RSS grew while the relay streamed it upstream.
+//
+//	go test -run '^$' -bench Frame256MiB -benchtime 1x ./relay/
+func BenchmarkFrame256MiB(b *testing.B) {
+	srv := benchPlane(b)
+	prefix := b.TempDir()
+	makePair(b, filepath.Join(prefix, "m"), "")
+	startRelay(b, prefix, srv.URL, nil)
+	const size = frame.MaxPayload
+	head := envPrefix("huge")
+	head = append(head, 0xc6, 0, 0, 0, 0)
+	bodyLen := size - len(head)
+	head[len(head)-4], head[len(head)-3], head[len(head)-2], head[len(head)-1] = byte(bodyLen>>24), byte(bodyLen>>16), byte(bodyLen>>8), byte(bodyLen)
+	chunk := make([]byte, 1<<20)
+	for range b.N {
+		resp, req := daemonSide{dir: filepath.Join(prefix, "m")}.open(b)
+		runtime.GC()
+		if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+			b.Skip("cannot reset the peak RSS:", err)
+		}
+		before := procStatus(b, "VmHWM")
+		var ms0, ms1 runtime.MemStats
+		runtime.ReadMemStats(&ms0)
+		start := time.Now()
+		go func() {
+			req.Write(frame.AppendHeader(nil, size))
+			req.Write(head)
+			for left := bodyLen; left > 0; left -= len(chunk) {
+				if _, err := req.Write(chunk[:min(left, len(chunk))]); err != nil {
+					return
+				}
+			}
+		}()
+		rep := decodeReply(b, readFrame(b, resp))
+		if rep.Status != 200 {
+			b.Fatalf("reply = %+v", rep)
+		}
+		b.ReportMetric(float64(size)/(1<<20)/time.Since(start).Seconds(), "MiB/s")
+		b.ReportMetric((procStatus(b, "VmHWM")-before)/(1<<20), "peak-rss-growth-MiB")
+		runtime.ReadMemStats(&ms1)
+		b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/(1<<20), "go-alloc-MiB")
+		resp.Close()
+		req.Close()
+	}
+}

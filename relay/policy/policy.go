@@ -1,0 +1,190 @@
+// Package policy decides what a relay lets through to the control plane:
+// which endpoints a frame may name, which request ids it accepts, which
+// envelope headers it forwards, and how an endpoint is joined to the
+// upstream base URL.
+//
+// It does not decide how frames are read or how the upstream is called; it is
+// pure string checking so that every rule can be tested by table.
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"net/textproto"
+	"net/url"
+	"strings"
+)
+
+// MaxEndpoint is the longest endpoint a frame may name.
+const MaxEndpoint = 512
+
+// MaxID is the longest request id the relay accepts; ids become spool file
+// names, so they stay well below NAME_MAX.
+const MaxID = 200
+
+// The fixed daemon routes of the allow-list (spec 001).
+var daemonRoutes = map[string]bool{
+	"hello": true, "poll": true, "ack": true, "keys": true, "event": true, "result-chunk": true,
+}
+
+// CheckEndpoint returns nil when endpoint is on the allow-list and clean:
+// an absolute path, no query, no percent-escapes, no "." or ".." segment, no
+// "//", no trailing slash, at most MaxEndpoint bytes.
+func CheckEndpoint(endpoint string) error {
+	if err := checkClean(endpoint); err != nil {
+		return fmt.Errorf("endpoint %.80q: %w", endpoint, err)
+	}
+	seg := strings.Split(endpoint[1:], "/")
+	if allowed(seg) {
+		return nil
+	}
+	return fmt.Errorf("endpoint %.80q: not on the allow-list", endpoint)
+}
+
+func checkClean(endpoint string) error {
+	switch {
+	case endpoint == "":
+		return errors.New("empty")
+	case len(endpoint) > MaxEndpoint:
+		return fmt.Errorf("longer than %d bytes", MaxEndpoint)
+	case endpoint[0] != '/':
+		return errors.New("not an absolute path")
+	case strings.ContainsAny(endpoint, "?#%"):
+		return errors.New("query, fragment or percent-escape")
+	case strings.Contains(endpoint, "//"):
+		return errors.New(`contains "//"`)
+	case strings.Contains(endpoint, ".."):
+		return errors.New(`contains ".."`)
+	case strings.HasSuffix(endpoint, "/"):
+		return errors.New("trailing slash")
+	}
+	return nil
+}
+
+func allowed(seg []string) bool {
+	switch {
+	case len(seg) == 3 && seg[0] == "v1" && seg[1] == "daemon":
+		return daemonRoutes[seg[2]]
+	case len(seg) == 5 && seg[0] == "v1" && seg[1] == "daemon" && seg[2] == "exec":
+		return validName(seg[3]) && (seg[4] == "result" || seg[4] == "chunk")
+	case len(seg) == 5 && seg[0] == "v1" && seg[1] == "namespaces":
+		return validName(seg[2]) && seg[3] == "payloads" && seg[4] == "presign"
+	}
+	return false
+}
+
+// validName reports whether s is a path parameter (an exec id or a
+// namespace): [A-Za-z0-9._-]+, and not "." (a segment a server would
+// normalise away).
+func validName(s string) bool {
+	if s == "" || s == "." {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !nameByte(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func nameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
+}
+
+// ValidID reports whether id may name a request: [A-Za-z0-9][A-Za-z0-9._-]*
+// without "..", at most MaxID bytes. The id is echoed in replies and names
+// spool files, so it must never be a path.
+func ValidID(id string) bool {
+	if id == "" || len(id) > MaxID || strings.Contains(id, "..") {
+		return false
+	}
+	c := id[0]
+	if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+		return false
+	}
+	return validName(id)
+}
+
+// ForwardHeader returns the canonical name of an envelope header the relay
+// forwards upstream, and false for every other header. Only X-LS-* headers
+// pass; Authorization never does, whatever its spelling, because that header
+// carries the relay's own token. A name or value that is not valid HTTP is an
+// error: the frame is refused rather than silently changed.
+func ForwardHeader(name, value string) (string, bool, error) {
+	if !validHeaderName(name) || !validHeaderValue(value) {
+		return "", false, fmt.Errorf("header %.80q: not a valid HTTP header", name)
+	}
+	canon := textproto.CanonicalMIMEHeaderKey(name)
+	if !strings.HasPrefix(canon, "X-Ls-") {
+		return "", false, nil
+	}
+	return canon, true, nil
+}
+
+// ValidContentType reports whether an envelope's content_type can be sent
+// as a header value.
+func ValidContentType(ct string) bool {
+	return len(ct) <= 256 && validHeaderValue(ct)
+}
+
+// Base is a parsed upstream base URL ready to have endpoints joined to it.
+type Base struct {
+	prefix string // scheme://host/path without a trailing slash
+}
+
+// ParseBase checks an upstream URL: http or https, a host, no query, no
+// fragment, no user info (the relay's credential is its token file).
+func ParseBase(raw string) (Base, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return Base{}, fmt.Errorf("upstream %q: %w", raw, err)
+	}
+	switch {
+	case u.Scheme != "http" && u.Scheme != "https":
+		return Base{}, fmt.Errorf("upstream %q: scheme must be http or https", raw)
+	case u.Host == "":
+		return Base{}, fmt.Errorf("upstream %q: no host", raw)
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return Base{}, fmt.Errorf("upstream %q: a query or fragment cannot prefix an endpoint", raw)
+	case u.User != nil:
+		return Base{}, fmt.Errorf("upstream %q: user info is not allowed; use the token file", raw)
+	}
+	return Base{prefix: u.Scheme + "://" + u.Host + strings.TrimRight(u.EscapedPath(), "/")}, nil
+}
+
+// Join returns the URL of endpoint under the base, with exactly one slash
+// between them. endpoint must already have passed CheckEndpoint (so it
+// starts with one slash and needs no escaping).
+func (b Base) Join(endpoint string) string {
+	return b.prefix + "/" + strings.TrimLeft(endpoint, "/")
+}
+
+// String returns the base URL without a trailing slash.
+func (b Base) String() string { return b.prefix }
+
+// validHeaderName reports whether s is an RFC 9110 token.
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0 {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// validHeaderValue refuses control characters other than tab, so that no
+// value can split a header line.
+func validHeaderValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}

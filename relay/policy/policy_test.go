@@ -1,0 +1,131 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestCheckEndpoint(t *testing.T) {
+	long := "/v1/daemon/exec/" + strings.Repeat("a", 500) + "/result"
+	for _, tc := range []struct {
+		endpoint string
+		ok       bool
+	}{
+		{"/v1/daemon/hello", true},
+		{"/v1/daemon/poll", true},
+		{"/v1/daemon/ack", true},
+		{"/v1/daemon/keys", true},
+		{"/v1/daemon/event", true},
+		{"/v1/daemon/result-chunk", true},
+		{"/v1/daemon/exec/01HX-abc_1.2/result", true},
+		{"/v1/daemon/exec/e1/chunk", true},
+		{"/v1/namespaces/team.a/payloads/presign", true},
+
+		{"", false},
+		{"v1/daemon/poll", false},
+		{"/v1/daemon/poll/", false},
+		{"/v1/daemon//poll", false},
+		{"/v1/daemon/poll?x=1", false},
+		{"/v1/daemon/poll#frag", false},
+		{"/v1/daemon/%70oll", false},
+		{"/v1/daemon/../admin/workers", false},
+		{"/v1/daemon/exec/../result", false},
+		{"/v1/daemon/exec/./result", false},
+		{"/v1/daemon/exec/a..b/result", false},
+		{"/v1/daemon/exec//result", false},
+		{"/v1/daemon/exec/e1/stdout", false},
+		{"/v1/daemon/exec/e 1/result", false},
+		{"/v1/daemon/exec/e1/result/x", false},
+		{"/v1/daemon/pollx", false},
+		{"/v1/daemon", false},
+		{"/v1/admin/workers", false},
+		{"/v1/namespaces/ns/payloads", false},
+		{"/v1/namespaces/ns/payloads/presign/x", false},
+		{"/v2/daemon/poll", false},
+		{"/V1/daemon/poll", false},
+		{"http://evil/v1/daemon/poll", false},
+		{"/v1/daemon/poll\x00", false},
+		{"/v1/daemon/exec/e\\1/result", false},
+		{long, false},
+	} {
+		err := CheckEndpoint(tc.endpoint)
+		if (err == nil) != tc.ok {
+			t.Errorf("CheckEndpoint(%.60q) = %v, want ok=%v", tc.endpoint, err, tc.ok)
+		}
+	}
+}
+
+func TestValidID(t *testing.T) {
+	for _, tc := range []struct {
+		id string
+		ok bool
+	}{
+		{"a", true},
+		{"01HXYZ-42", true},
+		{"boot.1_2-3", true},
+		{"", false},
+		{".hidden", false},
+		{"-x", false},
+		{"_x", false},
+		{"a..b", false},
+		{"a/b", false},
+		{"a b", false},
+		{"a\x00", false},
+		{"é", false},
+		{strings.Repeat("a", MaxID), true},
+		{strings.Repeat("a", MaxID+1), false},
+	} {
+		if got := ValidID(tc.id); got != tc.ok {
+			t.Errorf("ValidID(%q) = %v, want %v", tc.id, got, tc.ok)
+		}
+	}
+}
+
+func TestJoin(t *testing.T) {
+	for _, tc := range []struct{ base, endpoint, want string }{
+		{"https://cp.example/", "/v1/daemon/poll", "https://cp.example/v1/daemon/poll"},
+		{"https://cp.example", "/v1/daemon/poll", "https://cp.example/v1/daemon/poll"},
+		{"https://cp.example/api", "/v1/daemon/poll", "https://cp.example/api/v1/daemon/poll"},
+		{"https://cp.example/api//", "/v1/daemon/poll", "https://cp.example/api/v1/daemon/poll"},
+		{"http://127.0.0.1:8080/a%20b/", "/v1/daemon/ack", "http://127.0.0.1:8080/a%20b/v1/daemon/ack"},
+	} {
+		b, err := ParseBase(tc.base)
+		if err != nil {
+			t.Fatalf("ParseBase(%q): %v", tc.base, err)
+		}
+		if got := b.Join(tc.endpoint); got != tc.want {
+			t.Errorf("Join(%q, %q) = %q, want %q", tc.base, tc.endpoint, got, tc.want)
+		}
+	}
+	for _, bad := range []string{"ftp://x/", "https:///nohost", "https://x/?q=1", "https://x/#f", "https://u:p@x/", "://"} {
+		if _, err := ParseBase(bad); err == nil {
+			t.Errorf("ParseBase(%q) accepted", bad)
+		}
+	}
+}
+
+func TestForwardHeader(t *testing.T) {
+	for _, tc := range []struct {
+		name, value string
+		canon       string
+		fwd, err    bool
+	}{
+		{"X-LS-Signature", "abc", "X-Ls-Signature", true, false},
+		{"x-ls-daemon-authorization", "Bearer t", "X-Ls-Daemon-Authorization", true, false},
+		{"Authorization", "Bearer evil", "", false, false},
+		{"authorization", "Bearer evil", "", false, false},
+		{"Host", "evil", "", false, false},
+		{"X-Forwarded-For", "1.2.3.4", "", false, false},
+		{"X-LS-Sig", "a\r\nAuthorization: x", "", false, true},
+		{"X-LS Sig", "a", "", false, true},
+		{"", "a", "", false, true},
+	} {
+		canon, fwd, err := ForwardHeader(tc.name, tc.value)
+		if canon != tc.canon || fwd != tc.fwd || (err != nil) != tc.err {
+			t.Errorf("ForwardHeader(%q, %q) = %q, %v, %v", tc.name, tc.value, canon, fwd, err)
+		}
+	}
+	if ValidContentType("text/plain\r\nX: y") || !ValidContentType("text/plain; charset=utf-8") {
+		t.Error("ValidContentType")
+	}
+}

@@ -1,0 +1,316 @@
+package relay
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// pump reads frames from one req*.fifo and answers on its resp*.fifo. Idle,
+// it is one goroutine parked in Go's poller on one non-blocking fd, holding
+// nothing bigger than a frame header.
+type pump struct {
+	rl      *Relay
+	f       *os.File
+	key     fileKey
+	reqRel  string
+	respRel string
+	ctx     context.Context // cancelled when the pump is removed
+	cancel  context.CancelFunc
+	done    chan struct{}
+
+	mu       sync.Mutex // guards the read deadline against stop and kill
+	busy     bool       // inside a frame
+	stopping bool       // shutdown: finish the frame in hand, read no new one
+	killed   bool       // removed, or the shutdown grace ran out
+
+	hdr     [4]byte
+	pending int   // bytes of the next header read while awaiting a reply
+	remain  int64 // payload bytes of the current frame not read yet
+}
+
+func newPump(rl *Relay, fd int, key fileKey, reqRel, respRel string) *pump {
+	// fd is non-blocking, so os.NewFile registers it with the poller.
+	f := os.NewFile(uintptr(fd), filepath.Join(rl.root.path, reqRel))
+	ctx, cancel := context.WithCancel(rl.hard)
+	return &pump{rl: rl, f: f, key: key, reqRel: reqRel, respRel: respRel, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+}
+
+func (p *pump) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop asks the pump to read no new frame; an idle pump returns at once.
+func (p *pump) stop() {
+	p.mu.Lock()
+	p.stopping = true
+	if !p.busy {
+		p.f.SetReadDeadline(time.Unix(1, 0))
+	}
+	p.mu.Unlock()
+}
+
+// kill ends the pump whatever it is doing. The pump closes its own fd, so
+// no read is ever in progress on a closed descriptor.
+func (p *pump) kill() {
+	p.mu.Lock()
+	p.killed = true
+	p.f.SetReadDeadline(time.Unix(1, 0))
+	p.mu.Unlock()
+	p.cancel()
+}
+
+func (p *pump) isKilled() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.killed
+}
+
+// arm restarts the stall timer: a frame may take any time as long as
+// bytes keep coming.
+func (p *pump) arm() {
+	p.mu.Lock()
+	if !p.killed {
+		p.f.SetReadDeadline(time.Now().Add(p.rl.cfg.FrameTimeout))
+	}
+	p.mu.Unlock()
+}
+
+// begin marks the pump inside a frame, so that stop lets it finish.
+func (p *pump) begin() {
+	p.mu.Lock()
+	p.busy = true
+	p.mu.Unlock()
+}
+
+// idle marks the pump between frames; it reports false when the pump must
+// end instead of waiting for the next frame.
+func (p *pump) idle() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.busy = false
+	if p.stopping || p.killed {
+		return false
+	}
+	p.f.SetReadDeadline(time.Time{})
+	return true
+}
+
+func (p *pump) run() {
+	defer func() {
+		p.cancel()
+		p.f.Close()
+		p.rl.metrics.pumps.Add(-1)
+		close(p.done)
+		p.rl.pumps.Done()
+	}()
+	for p.idle() {
+		size, ok := p.readHeader()
+		if !ok {
+			return
+		}
+		p.remain = size
+		if rep, send := p.rl.serveFrame(p.ctx, p, size, ""); send {
+			p.deliver(&rep)
+		}
+	}
+}
+
+// readHeader waits for a frame's four length bytes. A header that stalls
+// midway is dropped like any partial frame.
+func (p *pump) readHeader() (int64, bool) {
+	n := p.pending
+	p.pending = 0
+	if n > 0 {
+		p.begin()
+		p.arm()
+	}
+	for n < len(p.hdr) {
+		k, err := p.f.Read(p.hdr[n:])
+		if k > 0 && n == 0 {
+			p.begin()
+		}
+		n += k
+		if n > 0 && n < len(p.hdr) {
+			p.arm()
+		}
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, os.ErrDeadlineExceeded) || p.isKilled() {
+			return 0, false
+		}
+		if n == 0 {
+			if !p.idle() {
+				return 0, false // stop() woke an idle pump
+			}
+			continue
+		}
+		p.rl.metrics.fail(errStall)
+		p.rl.log.Warn("relay: partial frame header dropped after the stall timer", "pipe", p.f.Name())
+		n = 0
+		if !p.idle() {
+			return 0, false
+		}
+	}
+	p.arm()
+	return int64(binary.BigEndian.Uint32(p.hdr[:])), true
+}
+
+// Read reads the current frame's payload and never past it.
+func (p *pump) Read(b []byte) (int, error) {
+	if p.remain <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(b)) > p.remain {
+		b = b[:p.remain]
+	}
+	p.arm()
+	n, err := p.f.Read(b)
+	p.remain -= int64(n)
+	p.rl.metrics.bytesIn.Add(uint64(n))
+	if n > 0 || err == nil {
+		return n, nil
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) && !p.isKilled() {
+		return 0, errStalled
+	}
+	return 0, errStopped
+}
+
+// await waits for the upstream's result while watching the pipe: the
+// daemon writes its next frame only once it stopped waiting for this one's
+// reply, so a byte arriving first means this request was abandoned.
+func (p *pump) await(done <-chan result, cancel context.CancelFunc) (result, bool) {
+	p.mu.Lock()
+	watch := !p.stopping && !p.killed
+	if watch {
+		p.f.SetReadDeadline(time.Time{})
+	}
+	p.mu.Unlock()
+	if !watch {
+		return <-done, false
+	}
+	out := make(chan result, 1)
+	go func() {
+		res := <-done
+		p.mu.Lock()
+		p.f.SetReadDeadline(time.Unix(1, 0)) // ends the watch below
+		p.mu.Unlock()
+		out <- res
+	}()
+	if n, _ := p.f.Read(p.hdr[:1]); n == 1 {
+		p.rl.metrics.bytesIn.Add(1)
+		cancel()
+		res := <-out
+		p.pending = 1
+		return res, true
+	}
+	return <-out, false
+}
+
+func (p *pump) discard(buf []byte) error {
+	for p.remain > 0 {
+		if _, err := p.Read(buf); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deliver writes the reply frame to the resp pipe, opened for this reply
+// only. No reader (ENXIO) or a reader gone (EPIPE) means the daemon stopped
+// waiting: the reply is dropped.
+func (p *pump) deliver(rep *reply) {
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	out, err := rep.appendFrame((*bp)[:0])
+	if err != nil {
+		p.rl.log.Error("relay: encode reply", "pipe", p.respRel, "err", err)
+		return
+	}
+	fd, _, err := p.rl.root.openChecked(p.respRel, unix.O_WRONLY|unix.O_NONBLOCK, unix.S_IFIFO, p.rl.cfg.AllowSharedWriters)
+	if err != nil {
+		p.dropped(err)
+		return
+	}
+	if err := p.writeReply(fd, out); err != nil {
+		p.dropped(err)
+		return
+	}
+	p.rl.metrics.replies.Add(1)
+	p.rl.metrics.bytesOut.Add(uint64(len(out)))
+}
+
+// writeReply writes out to fd and closes it. A reply that fits the pipe
+// goes in one write(2), atomic when under PIPE_BUF; the rest waits in the
+// poller with the stall timer, so a daemon that stops reading cannot hold
+// the pump.
+func (p *pump) writeReply(fd int, out []byte) error {
+	n, err := unix.Write(fd, out)
+	if err == nil && n == len(out) {
+		return unix.Close(fd)
+	}
+	if err != nil && err != unix.EAGAIN {
+		unix.Close(fd)
+		return err
+	}
+	out = out[max(n, 0):]
+	f := os.NewFile(uintptr(fd), p.respRel)
+	defer f.Close()
+	for len(out) > 0 {
+		chunk := out[:min(len(out), headCap)]
+		f.SetWriteDeadline(time.Now().Add(p.rl.cfg.FrameTimeout))
+		k, err := f.Write(chunk)
+		if err != nil {
+			return err
+		}
+		out = out[k:]
+	}
+	return nil
+}
+
+func (p *pump) dropped(err error) {
+	p.rl.metrics.fail(errReplyDropped)
+	if errors.Is(err, unix.ENXIO) || errors.Is(err, unix.EPIPE) {
+		p.rl.log.Debug("relay: reply dropped; the daemon stopped waiting", "pipe", p.respRel)
+		return
+	}
+	p.rl.log.Warn("relay: reply dropped", "pipe", p.respRel, "err", err)
+}
+
+// noticeLost tells a daemon already waiting on respRel, before this pump
+// opens the request pipe, that its request is lost: it was written to a
+// relay that died (or a pump that was replaced), since no daemon can reach
+// this pump before the request pipe is open. The notice is a raw
+// relay_error with status 0, a transport failure: a daemon answered raw
+// retries at once instead of waiting out its timeout, and one using ids
+// may take an id-less relay_error the same way. Nobody waiting (ENXIO) is
+// the usual case and costs one open(2).
+func (rl *Relay) noticeLost(respRel string) {
+	fd, _, err := rl.root.openChecked(respRel, unix.O_WRONLY|unix.O_NONBLOCK, unix.S_IFIFO, rl.cfg.AllowSharedWriters)
+	if err != nil {
+		return
+	}
+	rep := reply{status: 0, message: "relay restarted: the request in flight was lost", relayErr: true}
+	out, err := rep.appendFrame(nil)
+	if err == nil {
+		_, err = unix.Write(fd, out) // far under PIPE_BUF: one atomic write or none
+	}
+	unix.Close(fd)
+	if err == nil {
+		rl.log.Info("relay: told a waiting daemon its request was lost", "pipe", respRel)
+	}
+}

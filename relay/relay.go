@@ -1,0 +1,207 @@
+// Package relay is the relay process: it watches a prefix of machine
+// directories, pumps request frames from each daemon's FIFOs and spool
+// files to the control plane, and delivers the replies.
+//
+// It decides how pipes are found (a scan, then inotify), how each one is
+// read (one non-blocking fd in Go's poller per pipe, one parked goroutine),
+// which frames are forwarded (the allow-list of package policy), how replies
+// are addressed (by request id when the frame carries one, raw otherwise),
+// and how it shuts down (stop reading, a grace for requests in flight, 503
+// for the rest).
+//
+// It does not create pipes, decode the bodies it forwards, retry, or track
+// daemons: it is a byte-mover with one bearer of its own.
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/nymphd/nymph/relay/policy"
+	"github.com/nymphd/nymph/relay/token"
+	"golang.org/x/sys/unix"
+)
+
+// Config is what a relay needs. Zero durations take the defaults below.
+type Config struct {
+	Prefix    string // directory of machine directories
+	Upstream  string // control plane base URL
+	TokenFile string // the relay's bearer, mode 0600
+
+	FrameTimeout    time.Duration // stall timer for a partial frame (30 s)
+	UpstreamTimeout time.Duration // per upstream request (120 s)
+	SpoolInterval   time.Duration // spool polling period (100 ms)
+	ShutdownGrace   time.Duration // for requests in flight at shutdown (5 s)
+	TokenCheck      time.Duration // how often the token file is re-read (1 s)
+	// AllowSharedWriters accepts machine directories and pipes that every
+	// user may write.
+	AllowSharedWriters bool
+
+	Logger *slog.Logger
+	Client *http.Client // nil: NewClient()
+}
+
+// Defaults for Config.
+const (
+	DefaultFrameTimeout    = 30 * time.Second
+	DefaultUpstreamTimeout = 120 * time.Second
+	DefaultSpoolInterval   = 100 * time.Millisecond
+	DefaultShutdownGrace   = 5 * time.Second
+	DefaultTokenCheck      = time.Second
+)
+
+// Relay is one relay process's state.
+type Relay struct {
+	cfg     Config
+	log     *slog.Logger
+	root    *root
+	up      *upstream
+	metrics *Metrics
+
+	// hard is cancelled when the shutdown grace ends: upstream requests
+	// still running are cut off and answered 503.
+	hard       context.Context
+	cancelHard context.CancelFunc
+
+	ready chan struct{} // closed after the first scan
+	pumps sync.WaitGroup
+	spool spoolSet
+}
+
+// New checks the configuration (token file mode, upstream URL, prefix) and
+// returns a relay ready to Run.
+func New(cfg Config) (*Relay, error) {
+	cfg = withDefaults(cfg)
+	base, err := policy.ParseBase(cfg.Upstream)
+	if err != nil {
+		return nil, fmt.Errorf("relay: %w", err)
+	}
+	tok, err := token.Open(cfg.TokenFile, cfg.TokenCheck, time.Now, cfg.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("relay: %w", err)
+	}
+	rt, err := openRoot(cfg.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	client := cfg.Client
+	if client == nil {
+		client = NewClient(upstreamConnBound())
+	}
+	hard, cancel := context.WithCancel(context.Background())
+	rl := &Relay{
+		cfg:        cfg,
+		log:        cfg.Logger,
+		root:       rt,
+		up:         &upstream{client: client, base: base, token: tok.Token, timeout: cfg.UpstreamTimeout},
+		metrics:    newMetrics(time.Now()),
+		hard:       hard,
+		cancelHard: cancel,
+		ready:      make(chan struct{}),
+	}
+	rl.spool.init()
+	return rl, nil
+}
+
+func withDefaults(cfg Config) Config {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&cfg.FrameTimeout, DefaultFrameTimeout)
+	def(&cfg.UpstreamTimeout, DefaultUpstreamTimeout)
+	def(&cfg.SpoolInterval, DefaultSpoolInterval)
+	def(&cfg.ShutdownGrace, DefaultShutdownGrace)
+	def(&cfg.TokenCheck, DefaultTokenCheck)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return cfg
+}
+
+// Metrics returns the relay's counters (served by Metrics.Handler).
+func (rl *Relay) Metrics() *Metrics { return rl.metrics }
+
+// Ready is closed once the first scan of the prefix is done: every pipe
+// that existed at start is being pumped.
+func (rl *Relay) Ready() <-chan struct{} { return rl.ready }
+
+// Run pumps until ctx is done, then shuts down: no new frame is read,
+// requests in flight get the shutdown grace, what finished is answered and
+// the rest gets a 503. It returns nil after a clean shutdown.
+func (rl *Relay) Run(ctx context.Context) error {
+	defer rl.root.close()
+	d, err := newDiscovery(rl)
+	if err != nil {
+		return err
+	}
+	d.scanAll()
+	close(rl.ready)
+	rl.log.Info("relay: watching", "prefix", rl.root.path, "upstream", rl.up.base.String(),
+		"pumps", rl.metrics.pumps.Load(), "spool_dirs", rl.metrics.spoolDirs.Load())
+	d.loop(ctx)
+	rl.shutdown(d)
+	return nil
+}
+
+// shutdown stops every pump from reading a new frame, waits the grace for
+// those in flight, then cuts off the rest.
+func (rl *Relay) shutdown(d *discovery) {
+	d.close()
+	for _, p := range d.allPumps() {
+		p.stop()
+	}
+	done := make(chan struct{})
+	go func() { rl.pumps.Wait(); rl.spool.wait(); close(done) }()
+	timer := time.NewTimer(rl.cfg.ShutdownGrace)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		rl.log.Info("relay: shutdown grace over; answering the rest 503")
+		rl.cancelHard()
+		for _, p := range d.allPumps() {
+			p.kill()
+		}
+		<-done
+	}
+	rl.cancelHard()
+	rl.log.Info("relay: stopped")
+}
+
+func (rl *Relay) hardStopped() bool { return rl.hard.Err() != nil }
+
+// RaiseFileLimit lifts the soft RLIMIT_NOFILE to the hard limit: each pipe
+// pair costs one fd, and thousands of pairs need more than the usual 1024.
+func RaiseFileLimit() (uint64, error) {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return 0, fmt.Errorf("relay: getrlimit: %w", err)
+	}
+	if lim.Cur < lim.Max {
+		lim.Cur = lim.Max
+		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+			return 0, fmt.Errorf("relay: setrlimit: %w", err)
+		}
+	}
+	return lim.Cur, nil
+}
+
+var errNotLoopback = errors.New("the status listener must be a loopback address")
+
+// upstreamConnBound leaves three quarters of the open-file limit to pipes
+// and replies: with 20,000 descriptors, 10,000 idle pairs and 5,000
+// HTTP/1.1 requests in flight fit together.
+func upstreamConnBound() int {
+	var lim unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) != nil || lim.Cur == unix.RLIM_INFINITY {
+		return 0
+	}
+	return max(int(lim.Cur/4), 16)
+}

@@ -1,0 +1,426 @@
+package relay
+
+import (
+	"bytes"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nymphd/nymph/wirecore/frame"
+	"github.com/nymphd/nymph/wirecore/wire"
+	"golang.org/x/sys/unix"
+)
+
+func TestRoundTripWithID(t *testing.T) {
+	fp := newFakePlane(t)
+	prefix := t.TempDir()
+	makePair(t, filepath.Join(prefix, "m1"), "")
+	startRelay(t, prefix, fp.URL+"/base/", nil)
+
+	d := daemonSide{dir: filepath.Join(prefix, "m1")}
+	rep := decodeReply(t, d.roundTrip(t, envelope(t, "/v1/daemon/poll", "boot1-1", []byte("hi"))))
+	if rep.ID != "boot1-1" || rep.Status != 200 || string(rep.Body) != "echo:hi" || rep.RelayError != nil {
+		t.Fatalf("reply = %+v", rep)
+	}
+	got := fp.requests()
+	if len(got) != 1 {
+		t.Fatalf("upstream saw %d requests", len(got))
+	}
+	if got[0].Path != "/base/v1/daemon/poll" || got[0].Auth != "Bearer relay-secret" || got[0].ContentType != "application/x-msgpack" {
+		t.Fatalf("upstream request = %+v", got[0])
+	}
+}
+
+func TestRoundTripRaw(t *testing.T) {
+	fp := newFakePlane(t)
+	prefix := t.TempDir()
+	makePair(t, filepath.Join(prefix, "m1"), "")
+	startRelay(t, prefix, fp.URL, nil)
+	d := daemonSide{dir: filepath.Join(prefix, "m1")}
+
+	if got := d.roundTrip(t, envelope(t, "/v1/daemon/ack", "", []byte("a"))); string(got) != "echo:a" {
+		t.Fatalf("raw 2xx reply = %q", got)
+	}
+	// Non-2xx without an id: a raw relay_error carrying the upstream's body.
+	fail := decodeRelayError(t, d.roundTrip(t, envelope(t, "/v1/daemon/hello", "", nil)))
+	if fail.Status != 422 || string(fail.Body) != "bad-hello" {
+		t.Fatalf("relay_error = %+v", fail)
+	}
+	// The same with an id: the status and body, no relay_error.
+	rep := decodeReply(t, d.roundTrip(t, envelope(t, "/v1/daemon/hello", "h1", nil)))
+	if rep.Status != 422 || string(rep.Body) != "bad-hello" || rep.RelayError != nil {
+		t.Fatalf("id reply = %+v", rep)
+	}
+}
+
+func TestHeadersForwardedOnlyXLS(t *testing.T) {
+	fp := newFakePlane(t)
+	prefix := t.TempDir()
+	makePair(t, filepath.Join(prefix, "m1"), "")
+	startRelay(t, prefix, fp.URL, nil)
+	d := daemonSide{dir: filepath.Join(prefix, "m1")}
+	p, _ := (&wire.RelayRequest{Endpoint: "/v1/daemon/exec/e-1/chunk", ID: "c1", ContentType: "text/plain",
+		Headers: map[string]string{"x-ls-signature": "sig", "Authorization": "Bearer evil", "Cookie": "c"},
+		Body:    []byte("log")}).MarshalMsg(nil)
+	rep := decodeReply(t, d.roundTrip(t, p))
+	if rep.Status != 200 {
+		t.Fatalf("reply = %+v", rep)
+	}
+	got := fp.requests()[0]
+	if got.Header.Get("X-Ls-Signature") != "sig" || got.Auth != "Bearer relay-secret" || got.Header.Get("Cookie") != "" || got.ContentType != "text/plain" {
+		t.Fatalf("forwarded headers = %v", got.Header)
+	}
+}
+
+func TestLanesPumpIndependently(t *testing.T) {
+	fp := newFakePlane(t)
+	fp.block = make(chan struct{})
+	prefix := t.TempDir()
+	dir := filepath.Join(prefix, "m1")
+	makePair(t, dir, "")
+	makePair(t, dir, "ctl")
+	startRelay(t, prefix, fp.URL, nil)
+
+	// A long-poll parks on the main lane...
+	pollDone := make(chan []byte, 1)
+	go func() {
+		pollDone <- daemonSide{dir: dir}.roundTrip(t, envelope(t, "/v1/daemon/poll", "p1", nil))
+	}()
+	waitFor(t, "the poll upstream", func() bool { return len(fp.requests()) == 1 })
+	// ...while an ack on the ctl lane goes through.
+	rep := decodeReply(t, daemonSide{dir: dir, lane: "ctl"}.roundTrip(t, envelope(t, "/v1/daemon/ack", "a1", []byte("x"))))
+	if rep.ID != "a1" || rep.Status != 200 {
+		t.Fatalf("ack reply = %+v", rep)
+	}
+	close(fp.block)
+	if rep := decodeReply(t, <-pollDone); rep.ID != "p1" || rep.Status != 200 {
+		t.Fatalf("poll reply = %+v", rep)
+	}
+}
+
+func TestRefusedFrames(t *testing.T) {
+	fp := newFakePlane(t)
+	prefix := t.TempDir()
+	makePair(t, filepath.Join(prefix, "m1"), "")
+	startRelay(t, prefix, fp.URL, nil)
+	d := daemonSide{dir: filepath.Join(prefix, "m1")}
+
+	rep := decodeReply(t, d.roundTrip(t, envelope(t, "/v1/admin/workers", "x1", nil)))
+	if rep.ID != "x1" || rep.Status != 400 || rep.RelayError == nil || !strings.Contains(rep.RelayError.Message, "allow-list") {
+		t.Fatalf("disallowed endpoint reply = %+v", rep)
+	}
+	fail := decodeRelayError(t, d.roundTrip(t, []byte("not msgpack at all")))
+	if fail.Status != 400 || !strings.Contains(fail.Message, "envelope") {
+		t.Fatalf("garbage reply = %+v", fail)
+	}
+	fail = decodeRelayError(t, d.roundTrip(t, envelope(t, "/v1/daemon/poll", "../etc", nil)))
+	if fail.Status != 400 || !strings.Contains(fail.Message, "id") {
+		t.Fatalf("bad id reply = %+v", fail)
+	}
+	if n := len(fp.requests()); n != 0 {
+		t.Fatalf("upstream saw %d refused requests", n)
+	}
+	// The pipe still works after all that.
+	if rep := decodeReply(t, d.roundTrip(t, envelope(t, "/v1/daemon/poll", "ok", nil))); rep.Status != 200 {
+		t.Fatalf("after refusals: %+v", rep)
+	}
+}
+
+func TestOversizeDrainedThen413(t *testing.T) {
+	fp := newFakePlane(t)
+	prefix := t.TempDir()
+	makePair(t, filepath.Join(prefix, "m1"), "")
+	startRelay(t, prefix, fp.URL, nil)
+	d := daemonSide{dir: filepath.Join(prefix, "m1")}
+	resp, req := d.open(t)
+	defer resp.Close()
+	defer req.Close()
+
+	// A frame announcing MaxPayload+1 bytes whose head carries an id: the
+	// relay drains every announced byte before it answers 413.
+	size := frame.MaxPayload + 1
+	head := envelope(t, "/v1/daemon/poll", "big", nil)
+	head = head[:len(head)-2] // drop the empty bin; announce a huge one instead
+	head = append(head, 0xc6)
+	head = binary.BigEndian.AppendUint32(head, uint32(size-len(head)-4))
+	go func() {
+		hdr := binary.BigEndian.AppendUint32(nil, uint32(size))
+		req.Write(hdr)
+		req.Write(head)
+		zero := make([]byte, 1<<20)
+		for left := size - len(head); left > 0; left -= len(zero) {
+			if _, err := req.Write(zero[:min(left, len(zero))]); err != nil {
+				return
+			}
+		}
+	}()
+	rep := decodeReply(t, readFrame(t, resp))
+	if rep.ID != "big" || rep.Status != 413 || rep.RelayError == nil {
+		t.Fatalf("oversize reply = %+v", rep)
+	}
+	writeAll(t, req, frame.Append(nil, envelope(t, "/v1/daemon/poll", "next", nil)))
+	if rep := decodeReply(t, readFrame(t, resp)); rep.ID != "next" || rep.Status != 200 {
+		t.Fatalf("frame after the oversize one = %+v", rep)
+	}
+}
+
+func TestStalledFrameDropped(t *testing.T) {
+	fp := newFakePlane(t)
+	prefix := t.TempDir()
+	makePair(t, filepath.Join(prefix, "m1"), "")
+	rl, _, _ := startRelay(t, prefix, fp.URL, func(c *Config) { c.FrameTimeout = 100 * time.Millisecond })
+	d := daemonSide{dir: filepath.Join(prefix, "m1")}
+	resp, req := d.open(t)
+	defer resp.Close()
+	defer req.Close()
+
+	full := frame.Append(nil, envelope(t, "/v1/daemon/poll", "lost", []byte("abc")))
+	writeAll(t, req, full[:len(full)-2]) // the writer "dies" two bytes short
+	waitFor(t, "the stall to be counted", func() bool { return rl.metrics.errs[errStall].Load() == 1 })
+	writeAll(t, req, frame.Append(nil, envelope(t, "/v1/daemon/poll", "after", nil)))
+	if rep := decodeReply(t, readFrame(t, resp)); rep.ID != "after" {
+		t.Fatalf("reply after a stall = %+v", rep)
+	}
+}
+
+func TestBadFramesOnOnePipeOthersFlow(t *testing.T) {
+	fp := newFakePlane(t)
+	prefix := t.TempDir()
+	for _, m := range []string{"bad", "good"} {
+		makePair(t, filepath.Join(prefix, m), "")
+	}
+	startRelay(t, prefix, fp.URL, func(c *Config) { c.FrameTimeout = time.Minute; c.ShutdownGrace = 10 * time.Millisecond })
+	bad := daemonSide{dir: filepath.Join(prefix, "bad")}
+	resp, req := bad.open(t)
+	defer resp.Close()
+	defer req.Close()
+	writeAll(t, req, []byte{0, 0, 1, 0, 0x81}) // a partial frame that stays stuck
+
+	good := daemonSide{dir: filepath.Join(prefix, "good")}
+	for i := range 20 {
+		id := "g" + string(rune('a'+i))
+		if rep := decodeReply(t, good.roundTrip(t, envelope(t, "/v1/daemon/poll", id, nil))); rep.ID != id {
+			t.Fatalf("good pipe reply = %+v", rep)
+		}
+	}
+}
+
+func TestSymlinkEscapeRefused(t *testing.T) {
+	fp := newFakePlane(t)
+	prefix := t.TempDir()
+	outside := filepath.Join(t.TempDir(), "outside")
+	makePair(t, outside, "")
+	if err := os.Symlink(outside, filepath.Join(prefix, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	// A pipe that is itself a symlink (even to a pipe inside) is refused.
+	makePair(t, filepath.Join(prefix, "real"), "")
+	linked := filepath.Join(prefix, "linked")
+	os.Mkdir(linked, 0o755)
+	os.Symlink(filepath.Join(prefix, "real", "req.fifo"), filepath.Join(linked, "req.fifo"))
+	unix.Mkfifo(filepath.Join(linked, "resp.fifo"), 0o600)
+	rl, _, _ := startRelay(t, prefix, fp.URL, nil)
+	if got := rl.metrics.pumps.Load(); got != 1 {
+		t.Fatalf("pumps = %d, want only the real pair", got)
+	}
+	if got := rl.metrics.errs[errPipeRefused].Load(); got != 2 {
+		t.Fatalf("refused = %d, want 2", got)
+	}
+	// A symlink escape appearing later is refused as well.
+	other := filepath.Join(t.TempDir(), "later")
+	makePair(t, other, "")
+	os.Symlink(other, filepath.Join(prefix, "later"))
+	waitFor(t, "the later escape refused", func() bool { return rl.metrics.errs[errPipeRefused].Load() == 3 })
+	if got := rl.metrics.pumps.Load(); got != 1 {
+		t.Fatalf("pumps = %d after a later escape", got)
+	}
+}
+
+func TestWorldWritableRefused(t *testing.T) {
+	fp := newFakePlane(t)
+	prefix := t.TempDir()
+	dir := filepath.Join(prefix, "shared")
+	makePair(t, dir, "")
+	os.Chmod(dir, 0o777)
+	pipeDir := filepath.Join(prefix, "pipes")
+	makePair(t, pipeDir, "")
+	os.Chmod(filepath.Join(pipeDir, "req.fifo"), 0o666)
+	rl, _, _ := startRelay(t, prefix, fp.URL, nil)
+	if got := rl.metrics.pumps.Load(); got != 0 {
+		t.Fatalf("pumps = %d, want 0", got)
+	}
+	if got := rl.metrics.errs[errPipeRefused].Load(); got != 2 {
+		t.Fatalf("refused = %d, want 2", got)
+	}
+	rl2, _, _ := startRelay(t, prefix, fp.URL, func(c *Config) { c.AllowSharedWriters = true })
+	if got := rl2.metrics.pumps.Load(); got != 2 {
+		t.Fatalf("with --allow-shared-writers pumps = %d, want 2", got)
+	}
+}
+
+func TestDiscoveryAndRemoval(t *testing.T) {
+	fp := newFakePlane(t)
+	prefix := t.TempDir()
+	rl, _, _ := startRelay(t, prefix, fp.URL, nil)
+	dir := filepath.Join(prefix, "late")
+	os.Mkdir(dir, 0o755)
+	// req first: the pair waits for its resp pipe. A complete pair made
+	// after it is pumped once its events are handled, so by then the
+	// waiting pair's events were handled too.
+	unix.Mkfifo(filepath.Join(dir, "req.fifo"), 0o600)
+	makePair(t, filepath.Join(prefix, "sentinel"), "")
+	waitFor(t, "the sentinel pump", func() bool { return rl.metrics.pumps.Load() == 1 })
+	os.RemoveAll(filepath.Join(prefix, "sentinel"))
+	waitFor(t, "the sentinel gone", func() bool { return rl.metrics.pumps.Load() == 0 })
+	unix.Mkfifo(filepath.Join(dir, "resp.fifo"), 0o600)
+	waitFor(t, "the pump", func() bool { return rl.metrics.pumps.Load() == 1 })
+	d := daemonSide{dir: dir}
+	if rep := decodeReply(t, d.roundTrip(t, envelope(t, "/v1/daemon/poll", "p", nil))); rep.Status != 200 {
+		t.Fatalf("reply = %+v", rep)
+	}
+	// Removing req stops the pump: nobody holds the pipe open any more.
+	os.Remove(filepath.Join(dir, "req.fifo"))
+	waitFor(t, "the pump to stop", func() bool { return rl.metrics.pumps.Load() == 0 })
+	// A machine directory renamed into the prefix counts as appearing.
+	staged := filepath.Join(t.TempDir(), "staged")
+	makePair(t, staged, "")
+	if err := os.Rename(staged, filepath.Join(prefix, "moved")); err != nil {
+		t.Skip("rename across temp dirs:", err)
+	}
+	waitFor(t, "the moved pair", func() bool { return rl.metrics.pumps.Load() == 1 })
+	os.RemoveAll(filepath.Join(prefix, "moved"))
+	waitFor(t, "the removed machine", func() bool { return rl.metrics.pumps.Load() == 0 && rl.metrics.machines.Load() == 1 })
+}
+
+func TestRelayStartedAfterPipes(t *testing.T) {
+	fp := newFakePlane(t)
+	prefix := t.TempDir()
+	for _, m := range []string{"a", "b", "c"} {
+		makePair(t, filepath.Join(prefix, m), "")
+		makePair(t, filepath.Join(prefix, m), "ctl")
+	}
+	rl, _, _ := startRelay(t, prefix, fp.URL, nil)
+	if got := rl.metrics.pumps.Load(); got != 6 {
+		t.Fatalf("pumps = %d, want 6", got)
+	}
+	for _, m := range []string{"a", "b", "c"} {
+		d := daemonSide{dir: filepath.Join(prefix, m), lane: "ctl"}
+		if rep := decodeReply(t, d.roundTrip(t, envelope(t, "/v1/daemon/ack", m, nil))); rep.ID != m {
+			t.Fatalf("reply = %+v", rep)
+		}
+	}
+}
+
+func TestLargeFrameStreamed(t *testing.T) {
+	fp := newFakePlane(t)
+	prefix := t.TempDir()
+	makePair(t, filepath.Join(prefix, "m1"), "")
+	startRelay(t, prefix, fp.URL, nil)
+	body := bytes.Repeat([]byte("z"), 3<<20)
+	d := daemonSide{dir: filepath.Join(prefix, "m1")}
+	resp, req := d.open(t)
+	defer resp.Close()
+	defer req.Close()
+	go req.Write(frame.Append(nil, envelope(t, "/v1/daemon/exec/e1/result", "r1", body)))
+	rep := decodeReply(t, readFrame(t, resp))
+	if rep.Status != 200 || string(rep.Body) != "len:3145728" {
+		t.Fatalf("reply = %+v", rep)
+	}
+}
+
+func TestShutdownAnswers503(t *testing.T) {
+	fp := newFakePlane(t)
+	fp.block = make(chan struct{})
+	defer close(fp.block)
+	prefix := t.TempDir()
+	makePair(t, filepath.Join(prefix, "m1"), "")
+	_, cancel, done := startRelay(t, prefix, fp.URL, func(c *Config) { c.ShutdownGrace = 50 * time.Millisecond })
+	d := daemonSide{dir: filepath.Join(prefix, "m1")}
+	resp, req := d.open(t)
+	defer resp.Close()
+	defer req.Close()
+	writeAll(t, req, frame.Append(nil, envelope(t, "/v1/daemon/poll", "parked", nil)))
+	waitFor(t, "the poll upstream", func() bool { return len(fp.requests()) == 1 })
+	cancel()
+	rep := decodeReply(t, readFrame(t, resp))
+	if rep.ID != "parked" || rep.Status != 503 || rep.RelayError == nil {
+		t.Fatalf("reply = %+v", rep)
+	}
+	select {
+	case <-done:
+	case <-time.After(deadline):
+		t.Fatal("relay did not exit")
+	}
+}
+
+func TestTransportFailureIsStatusZero(t *testing.T) {
+	fp := newFakePlane(t)
+	url := fp.URL
+	fp.Close()
+	prefix := t.TempDir()
+	makePair(t, filepath.Join(prefix, "m1"), "")
+	startRelay(t, prefix, url, nil)
+	d := daemonSide{dir: filepath.Join(prefix, "m1")}
+	rep := decodeReply(t, d.roundTrip(t, envelope(t, "/v1/daemon/poll", "p", nil)))
+	if rep.Status != 0 || rep.RelayError == nil {
+		t.Fatalf("reply = %+v", rep)
+	}
+	fail := decodeRelayError(t, d.roundTrip(t, envelope(t, "/v1/daemon/poll", "", nil)))
+	if fail.Status != 0 || fail.Message == "" {
+		t.Fatalf("raw reply = %+v", fail)
+	}
+}
+
+// A daemon that stops waiting sends its next frame on the same pipe: the
+// request still upstream is cancelled, as a closed connection would cancel
+// it, and the new frame is served at once instead of queueing behind a
+// long-poll.
+func TestNewFrameAbandonsRequestInFlight(t *testing.T) {
+	fp := newFakePlane(t)
+	fp.block = make(chan struct{})
+	defer close(fp.block)
+	prefix := t.TempDir()
+	makePair(t, filepath.Join(prefix, "m1"), "")
+	rl, _, _ := startRelay(t, prefix, fp.URL, nil)
+	d := daemonSide{dir: filepath.Join(prefix, "m1")}
+	resp, req := d.open(t)
+	defer resp.Close()
+	defer req.Close()
+	writeAll(t, req, frame.Append(nil, envelope(t, "/v1/daemon/poll", "p1", nil)))
+	waitFor(t, "the poll upstream", func() bool { return len(fp.requests()) == 1 })
+	writeAll(t, req, frame.Append(nil, envelope(t, "/v1/daemon/ack", "a2", []byte("x"))))
+	if rep := decodeReply(t, readFrame(t, resp)); rep.ID != "a2" || rep.Status != 200 {
+		t.Fatalf("reply = %+v, want a2's", rep)
+	}
+	waitFor(t, "the poll cancelled upstream", func() bool {
+		fp.mu.Lock()
+		defer fp.mu.Unlock()
+		return fp.cancelled == 1
+	})
+	if got := rl.metrics.errs[errAbandoned].Load(); got != 1 {
+		t.Fatalf("abandoned = %d", got)
+	}
+}
+
+// A daemon still waiting for a reply when a relay starts (its request went
+// to a relay that died) is told at once that its request was lost.
+func TestStartTellsWaitingDaemonItsRequestWasLost(t *testing.T) {
+	fp := newFakePlane(t)
+	prefix := t.TempDir()
+	dir := filepath.Join(prefix, "m1")
+	makePair(t, dir, "")
+	rfd, err := unix.Open(filepath.Join(dir, "resp.fifo"), unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := os.NewFile(uintptr(rfd), "resp")
+	defer resp.Close()
+	startRelay(t, prefix, fp.URL, nil)
+	fail := decodeRelayError(t, readFrame(t, resp))
+	if fail.Status != 0 || !strings.Contains(fail.Message, "lost") {
+		t.Fatalf("notice = %+v", fail)
+	}
+}

@@ -1,0 +1,119 @@
+package relay
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/nymphd/nymph/wirecore/frame"
+)
+
+// spoolDaemon is the daemon's side of the spool, as the contract says.
+type spoolDaemon struct{ dir string }
+
+func newSpoolDaemon(t testing.TB, machine string) spoolDaemon {
+	for _, d := range []string{"req", "resp"} {
+		if err := os.MkdirAll(filepath.Join(machine, "spool", d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return spoolDaemon{dir: filepath.Join(machine, "spool")}
+}
+
+// put writes req/<id>.tmp and renames it into place.
+func (s spoolDaemon) put(t testing.TB, id string, payload []byte) {
+	tmp := filepath.Join(s.dir, "req", id+".tmp")
+	if err := os.WriteFile(tmp, frame.Append(nil, payload), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(s.dir, "req", id+".frame")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// take waits for resp/<id>.frame, reads it and removes it.
+func (s spoolDaemon) take(t testing.TB, id string) []byte {
+	path := filepath.Join(s.dir, "resp", id+".frame")
+	var data []byte
+	waitFor(t, "spool reply "+id, func() bool {
+		var err error
+		data, err = os.ReadFile(path)
+		return err == nil
+	})
+	os.Remove(path)
+	p, _, err := frame.Split(data)
+	if err != nil {
+		t.Fatalf("reply file: %v", err)
+	}
+	return p
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return !errors.Is(err, fs.ErrNotExist)
+}
+
+func TestSpoolRoundTrip(t *testing.T) {
+	fp := newFakePlane(t)
+	prefix := t.TempDir()
+	sd := newSpoolDaemon(t, filepath.Join(prefix, "remote1"))
+	startRelay(t, prefix, fp.URL, nil)
+
+	sd.put(t, "b1-1", envelope(t, "/v1/daemon/poll", "b1-1", []byte("q")))
+	sd.put(t, "b1-2", envelope(t, "/v1/daemon/ack", "b1-2", []byte("r")))
+	for id, want := range map[string]string{"b1-1": "echo:q", "b1-2": "echo:r"} {
+		rep := decodeReply(t, sd.take(t, id))
+		if rep.ID != id || rep.Status != 200 || string(rep.Body) != want {
+			t.Fatalf("reply %s = %+v", id, rep)
+		}
+	}
+	waitFor(t, "requests removed", func() bool {
+		return !exists(filepath.Join(sd.dir, "req", "b1-1.frame")) && !exists(filepath.Join(sd.dir, "req", "b1-2.frame"))
+	})
+	// A mismatched id is refused under the file's name.
+	sd.put(t, "b1-3", envelope(t, "/v1/daemon/poll", "other", nil))
+	if rep := decodeReply(t, sd.take(t, "b1-3")); rep.ID != "b1-3" || rep.Status != 400 {
+		t.Fatalf("mismatched id reply = %+v", rep)
+	}
+	if n := len(fp.requests()); n != 2 {
+		t.Fatalf("upstream saw %d requests, want 2", n)
+	}
+}
+
+func TestSpoolRestartReserves(t *testing.T) {
+	fp := newFakePlane(t)
+	prefix := t.TempDir()
+	sd := newSpoolDaemon(t, filepath.Join(prefix, "remote1"))
+	// Left from before a restart: one request never answered, one answered
+	// whose removal was missed.
+	sd.put(t, "old-1", envelope(t, "/v1/daemon/ack", "old-1", []byte("1")))
+	sd.put(t, "old-2", envelope(t, "/v1/daemon/ack", "old-2", []byte("2")))
+	answered := filepath.Join(sd.dir, "resp", "old-2.frame")
+	os.WriteFile(answered, frame.Append(nil, []byte("kept")), 0o600)
+
+	startRelay(t, prefix, fp.URL, nil)
+	if rep := decodeReply(t, sd.take(t, "old-1")); rep.ID != "old-1" || string(rep.Body) != "echo:1" {
+		t.Fatalf("re-served reply = %+v", rep)
+	}
+	waitFor(t, "the answered request removed", func() bool { return !exists(filepath.Join(sd.dir, "req", "old-2.frame")) })
+	if p := sd.take(t, "old-2"); string(p) != "kept" {
+		t.Fatalf("an existing reply was replaced: %q", p)
+	}
+	if n := len(fp.requests()); n != 1 {
+		t.Fatalf("upstream saw %d requests, want 1", n)
+	}
+}
+
+func TestSpoolDirCreatedLater(t *testing.T) {
+	fp := newFakePlane(t)
+	prefix := t.TempDir()
+	rl, _, _ := startRelay(t, prefix, fp.URL, nil)
+	sd := newSpoolDaemon(t, filepath.Join(prefix, "late"))
+	waitFor(t, "the spool dir", func() bool { return rl.metrics.spoolDirs.Load() == 1 })
+	sd.put(t, "x1", envelope(t, "/v1/daemon/poll", "x1", nil))
+	if rep := decodeReply(t, sd.take(t, "x1")); rep.Status != 200 {
+		t.Fatalf("reply = %+v", rep)
+	}
+}

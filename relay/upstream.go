@@ -1,0 +1,153 @@
+package relay
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/nymphd/nymph/relay/policy"
+)
+
+// maxReply bounds the upstream reply the relay holds to frame it; daemon
+// routes answer in kilobytes, so this only stops a runaway upstream.
+const maxReply = 16 << 20
+
+// defaultContentType is what the daemon's bodies are unless the envelope
+// says otherwise (raw log chunks).
+const defaultContentType = "application/x-msgpack"
+
+// upstream is the one HTTP client every pump shares.
+type upstream struct {
+	client  *http.Client
+	base    policy.Base
+	token   func() string
+	timeout time.Duration
+}
+
+// NewClient returns the HTTP client a relay uses when none is given: one
+// pool of keep-alive connections, HTTP/2 over TLS (so thousands of parked
+// long-polls share a few connections and file descriptors), and redirects
+// returned rather than followed so the relay's bearer never leaves the
+// upstream's origin.
+//
+// maxConns bounds the connections to the upstream (0: no bound). Over
+// HTTP/1.1 every request in flight holds a connection and an fd; past the
+// bound requests queue for one instead of failing with EMFILE and starving
+// the pipes of descriptors.
+func NewClient(maxConns int) *http.Client {
+	tr := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout:   10 * time.Second,
+		MaxIdleConns:          8192,
+		MaxIdleConnsPerHost:   8192,
+		MaxConnsPerHost:       maxConns,
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+	return &http.Client{
+		Transport: tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+}
+
+// request is what a frame asks of the upstream once it passed the checks.
+type request struct {
+	endpoint    string
+	contentType string
+	headers     http.Header // X-LS-* only
+	body        io.Reader
+	bodyLen     int64
+}
+
+// result is the upstream's answer. err is set when no response arrived.
+type result struct {
+	status int
+	body   []byte
+	err    error
+}
+
+// post sends one request and reads the whole reply (up to maxReply). It
+// never retries: the relay is a byte-mover and the daemon owns retries.
+func (u *upstream) post(ctx context.Context, rq *request) result {
+	ctx, cancel := context.WithTimeout(ctx, u.timeout)
+	defer cancel()
+	body := rq.body
+	if rq.bodyLen == 0 {
+		body = http.NoBody
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.base.Join(rq.endpoint), body)
+	if err != nil {
+		return result{err: fmt.Errorf("relay: POST %s: %w", rq.endpoint, err)}
+	}
+	req.ContentLength = rq.bodyLen
+	for k, v := range rq.headers {
+		req.Header[k] = v
+	}
+	ct := rq.contentType
+	if ct == "" {
+		ct = defaultContentType
+	}
+	req.Header.Set("Content-Type", ct)
+	req.Header.Set("Authorization", "Bearer "+u.token())
+	resp, err := u.client.Do(req)
+	if err != nil {
+		return result{err: fmt.Errorf("relay: POST %s: %w", rq.endpoint, unwrapURL(err))}
+	}
+	defer resp.Body.Close()
+	data, err := readLimited(resp.Body, resp.ContentLength, maxReply)
+	if err != nil {
+		return result{err: fmt.Errorf("relay: POST %s: read reply: %w", rq.endpoint, err)}
+	}
+	return result{status: resp.StatusCode, body: data}
+}
+
+// unwrapURL drops the *url.Error wrapper: its message repeats the URL, and
+// the endpoint is already named.
+func unwrapURL(err error) error {
+	var ue interface{ Unwrap() error }
+	if errors.As(err, &ue) {
+		if inner := ue.Unwrap(); inner != nil {
+			return inner
+		}
+	}
+	return err
+}
+
+var errReplyTooLarge = fmt.Errorf("reply over %d bytes", maxReply)
+
+func readLimited(r io.Reader, length int64, limit int) ([]byte, error) {
+	if length > int64(limit) {
+		return nil, errReplyTooLarge
+	}
+	size := 512
+	if length >= 0 {
+		size = int(length) + 1 // +1 so the EOF read needs no growth
+	}
+	buf := make([]byte, 0, size)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if len(buf) > limit {
+			return nil, errReplyTooLarge
+		}
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
