@@ -94,7 +94,11 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, asJSON bool, bui
 		}
 		return
 	}
-	sent := err == nil && writeBody(w, rep.Status, asJSON, rep.Body) == nil &&
+	// A poll the daemon already abandoned (its connection closed while the
+	// reply was being decided) must not swallow commands: a write into a
+	// closing connection often "succeeds", so check the request first.
+	sent := err == nil && r.Context().Err() == nil &&
+		writeBody(w, rep.Status, asJSON, rep.Body) == nil &&
 		http.NewResponseController(w).Flush() == nil
 	if !sent && carriesCommands(rep) {
 		// The daemon gave up on this poll (it does whenever local work
