@@ -13,6 +13,7 @@ import (
 
 	"github.com/nymphd/nymph/hostio/transport"
 	"github.com/nymphd/nymph/wirecore/frame"
+	"github.com/nymphd/nymph/wirecore/ulid"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
 
@@ -28,36 +29,14 @@ type IDs struct {
 // NewIDs starts a sequence whose boot id is made from now and 80 bits of
 // crypto randomness.
 func NewIDs(now time.Time) *IDs {
-	var b [16]byte
-	ms := uint64(now.UnixMilli())
-	for i := 5; i >= 0; i-- {
-		b[i] = byte(ms)
-		ms >>= 8
-	}
-	rand.Read(b[6:]) // never fails (crypto/rand contract since Go 1.24)
-	return &IDs{boot: crockford(b)}
+	var e [10]byte
+	rand.Read(e[:]) // never fails (crypto/rand contract since Go 1.24)
+	return &IDs{boot: ulid.String(now, e)}
 }
 
 // Next returns a fresh id; safe for concurrent use.
 func (s *IDs) Next() string {
 	return s.boot + "-" + strconv.FormatUint(s.next.Add(1), 10)
-}
-
-// crockford encodes 128 bits as 26 Crockford base32 characters, as a ULID
-// does: the characters are all in the id alphabet the relay accepts.
-func crockford(b [16]byte) string {
-	const alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-	hi := uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 |
-		uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7])
-	lo := uint64(b[8])<<56 | uint64(b[9])<<48 | uint64(b[10])<<40 | uint64(b[11])<<32 |
-		uint64(b[12])<<24 | uint64(b[13])<<16 | uint64(b[14])<<8 | uint64(b[15])
-	var out [26]byte
-	for i := 25; i >= 0; i-- {
-		out[i] = alphabet[lo&31]
-		lo = lo>>5 | hi<<59
-		hi >>= 5
-	}
-	return string(out[:])
 }
 
 // EndpointPath returns what goes in the envelope's endpoint: the path

@@ -1,27 +1,19 @@
 package daemon
 
-import "time"
+import (
+	"encoding/binary"
+	"time"
 
-// crockford is the ULID alphabet (Crockford's base32: no I, L, O, U).
-const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+	"github.com/nymphd/nymph/wirecore/ulid"
+)
 
-// ulidString encodes a ULID: 48 bits of Unix milliseconds, then 80 random
-// bits, as 26 Crockford base32 characters, most significant first. It is
-// written out here rather than imported because the machine must draw its
-// randomness from Rand and its time from the event, never from a package
-// default.
+// ulidString draws the ULID's 80 random bits from rnd (the machine never
+// reads a package-default source) and its time from the event.
 func ulidString(t time.Time, rnd Rand) string {
-	ms := uint64(t.UnixMilli()) & (1<<48 - 1)
-	r1, r2 := rnd.Uint64(), rnd.Uint64()
-	hi := ms<<16 | r1>>48 // 48 time bits + the first 16 random bits
-	lo := r2              // the remaining 64 random bits
-	var out [26]byte
-	for i := len(out) - 1; i >= 0; i-- {
-		out[i] = crockford[lo&31]
-		lo = lo>>5 | hi<<59
-		hi >>= 5
-	}
-	return string(out[:])
+	var e [10]byte
+	binary.BigEndian.PutUint16(e[:2], uint16(rnd.Uint64()>>48))
+	binary.BigEndian.PutUint64(e[2:], rnd.Uint64())
+	return ulid.String(t, e)
 }
 
 // provisionalWorkerID is {machine_id}-{ULID}, the worker id the daemon uses

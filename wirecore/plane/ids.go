@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/nymphd/nymph/wirecore/ulid"
 )
 
 // random fills b from the configured entropy source. The plane cannot make
@@ -34,34 +36,12 @@ func (p *Plane) newExecID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// crockford is the ULID alphabet.
-const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-
-// newULID returns a ULID: 48 bits of milliseconds, 80 random bits,
-// 26 Crockford base32 characters. Command and invocation ids and session
-// tokens are ULIDs, so they sort by creation time.
+// newULID returns a ULID of now and 80 random bits. Command and invocation
+// ids and session tokens are ULIDs, so they sort by creation time.
 func (p *Plane) newULID(now time.Time) string {
-	var b [16]byte
-	ms := uint64(max(now.UnixMilli(), 0))
-	for i := 5; i >= 0; i-- {
-		b[i] = byte(ms)
-		ms >>= 8
-	}
-	p.random(b[6:])
-	return encodeULID(b)
-}
-
-func encodeULID(b [16]byte) string {
-	hi := binary.BigEndian.Uint64(b[:8])
-	lo := binary.BigEndian.Uint64(b[8:])
-	var out [26]byte
-	// 128 bits in 26 groups of 5 bits, the first group holding 3 bits.
-	for i := 25; i >= 0; i-- {
-		out[i] = crockford[lo&31]
-		lo = lo>>5 | hi<<59
-		hi >>= 5
-	}
-	return string(out[:])
+	var e [10]byte
+	p.random(e[:])
+	return ulid.String(now, e)
 }
 
 // nextSeq orders commands and invocations oldest first.
