@@ -96,14 +96,15 @@ func (e *RelayError) Error() string { return "relay: upstream unreachable: " + e
 // answers another request (a stale one from a timed-out request or a
 // previous run) or is not an id reply at all; the caller discards it.
 func ParseReply(payload []byte, id string) (resp *transport.Response, mine bool, err error) {
-	r, err := decodeReply(payload)
-	if err != nil || !r.hasID || r.id != id {
+	var r wire.RelayReply
+	rest, err := r.UnmarshalMsg(payload)
+	if err != nil || len(rest) != 0 || r.ID == "" || r.ID != id {
 		return nil, false, nil
 	}
-	if r.hasError && r.status == 0 {
-		return nil, true, &RelayError{Message: r.message}
+	if r.RelayError != nil && r.Status == 0 {
+		return nil, true, &RelayError{Message: r.RelayError.Message}
 	}
-	return &transport.Response{Status: r.status, Body: r.body}, true, nil
+	return &transport.Response{Status: int(r.Status), Body: nonNil(r.Body)}, true, nil
 }
 
 // ParseRawReply reads a reply of a relay answering raw (no ids): the
@@ -111,124 +112,40 @@ func ParseReply(payload []byte, id string) (resp *transport.Response, mine bool,
 // {relay_error: {status, message, body}} map.
 func ParseRawReply(payload []byte) (*transport.Response, error) {
 	if f, ok := rawRelayError(payload); ok {
-		if f.status == 0 {
-			return nil, &RelayError{Message: f.message}
+		if f.Status == 0 {
+			return nil, &RelayError{Message: f.Message}
 		}
-		return &transport.Response{Status: f.status, Body: f.body}, nil
+		return &transport.Response{Status: int(f.Status), Body: nonNil(f.Body)}, nil
 	}
 	return &transport.Response{Status: 200, Body: append([]byte{}, payload...)}, nil
 }
 
 // rawRelayError recognises a relay_error map by its single key: a generic
 // decode would also "succeed" on any upstream body, skipping its keys.
-func rawRelayError(payload []byte) (reply, bool) {
+func rawRelayError(payload []byte) (wire.RelayFailure, bool) {
 	n, rest, err := msgp.ReadMapHeaderBytes(payload)
-	if err != nil || n != 1 {
-		return reply{}, false
+	if err != nil || n != 1 || !hasKey(rest, "relay_error") {
+		return wire.RelayFailure{}, false
 	}
-	key, rest, err := msgp.ReadStringZC(rest)
-	if err != nil || string(key) != "relay_error" {
-		return reply{}, false
+	var r wire.RelayErrorReply
+	if rest, err = r.UnmarshalMsg(payload); err != nil || len(rest) != 0 {
+		return wire.RelayFailure{}, false
 	}
-	r, err := decodeReply(rest)
-	if err != nil || r.rest != 0 {
-		return reply{}, false
-	}
-	return r, true
+	return r.RelayError, true
 }
 
-// reply is the union of wire.RelayReply and wire.RelayFailure. They are
-// read by hand rather than with their generated codecs: those cap bin
-// lengths with the collection limit, and a reply body is any size up to the
-// frame ceiling.
-type reply struct {
-	id              string
-	hasID, hasError bool
-	status          int
-	message         string
-	body            []byte // a copy: payloads alias a reused buffer
-	rest            int    // bytes after the map
+// hasKey reports whether the map entry at b is keyed key.
+func hasKey(b []byte, key string) bool {
+	k, _, err := msgp.ReadStringZC(b)
+	return err == nil && string(k) == key
 }
 
-func decodeReply(b []byte) (reply, error) {
-	var r reply
-	n, b, err := msgp.ReadMapHeaderBytes(b)
-	if err != nil {
-		return r, err
+// nonNil keeps "empty body" distinct from "no response".
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
 	}
-	for ; n > 0; n-- {
-		var key []byte
-		if key, b, err = msgp.ReadStringZC(b); err != nil {
-			return r, err
-		}
-		switch string(key) {
-		case "id":
-			var v []byte
-			v, b, err = msgp.ReadStringZC(b)
-			r.id, r.hasID = string(v), true
-		case "status":
-			var st wire.Int
-			b, err = st.UnmarshalMsg(b)
-			r.status = int(st)
-		case "message":
-			var v []byte
-			v, b, err = msgp.ReadStringZC(b)
-			r.message = string(v)
-		case "body":
-			r.body, b, err = readBody(b)
-		case "relay_error":
-			r.hasError = true
-			b, err = r.readError(b)
-		default:
-			b, err = msgp.Skip(b)
-		}
-		if err != nil {
-			return r, fmt.Errorf("reply key %q: %w", key, err)
-		}
-	}
-	if r.body == nil {
-		r.body = []byte{}
-	}
-	r.rest = len(b)
-	return r, nil
-}
-
-// readError reads an id reply's relay_error: {message} (nil is no error).
-func (r *reply) readError(b []byte) ([]byte, error) {
-	if msgp.IsNil(b) {
-		r.hasError = false
-		return b[1:], nil
-	}
-	n, b, err := msgp.ReadMapHeaderBytes(b)
-	if err != nil {
-		return b, err
-	}
-	for ; n > 0 && err == nil; n-- {
-		var key, v []byte
-		if key, b, err = msgp.ReadStringZC(b); err != nil {
-			return b, err
-		}
-		if string(key) == "message" {
-			v, b, err = msgp.ReadStringZC(b)
-			r.message = string(v)
-		} else {
-			b, err = msgp.Skip(b)
-		}
-	}
-	return b, err
-}
-
-// readBody copies a bin or str body; nil is empty.
-func readBody(b []byte) ([]byte, []byte, error) {
-	if msgp.IsNil(b) {
-		return []byte{}, b[1:], nil
-	}
-	if len(b) > 0 && msgp.NextType(b) == msgp.StrType {
-		v, rest, err := msgp.ReadStringZC(b)
-		return append([]byte{}, v...), rest, err
-	}
-	v, rest, err := msgp.ReadBytesZC(b)
-	return append([]byte{}, v...), rest, err
+	return b
 }
 
 // ErrNoRelay means no relay holds the request pipe open.

@@ -100,7 +100,7 @@ func (c *Client) awaitReply(ctx context.Context, ln *lane, resp *os.File, id str
 			// broken to carry an id): our request is gone, so fail it now
 			// rather than waiting out the timeout.
 			if f, ok := rawRelayError(p); ok {
-				return nil, &RelayError{Message: f.message}
+				return nil, &RelayError{Message: f.Message}
 			}
 			c.log.Info("fifoclient: discarded a reply to another request", "pipe", ln.resp, "bytes", len(p))
 		}
