@@ -32,6 +32,9 @@ type plane struct {
 	maxPark time.Duration
 	// onPoll is called as each poll arrives (wake-latency measurement).
 	onPoll func()
+	// onResult is called with p.mu held as each exec result arrives, with
+	// the number of results so far.
+	onResult func(n int)
 
 	// pollGen numbers polls: a daemon parks one poll at a time, so a poll
 	// overtaken by a newer one was abandoned and must not take commands
@@ -156,6 +159,9 @@ func (p *plane) handle(ctx context.Context, path string, body []byte) (int, []by
 			}
 			p.results[id] = res
 			p.outstanding--
+			if p.onResult != nil {
+				p.onResult(len(p.results))
+			}
 			return 200, []byte{0x80}
 		}
 	}

@@ -2,23 +2,19 @@ package shellexec
 
 import (
 	"strings"
-	"sync"
 	"unicode/utf8"
 
 	"github.com/nymphd/nymph/wirecore/wire"
 )
 
 // capture keeps the first MaxCapture bytes of each stream and notes which
-// stream had more.
+// stream had more. Only the exec's own goroutine uses it.
 type capture struct {
-	mu        sync.Mutex
 	buf       [2][]byte
 	truncated [2]bool
 }
 
 func (c *capture) write(stream int, p []byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	room := MaxCapture - len(c.buf[stream])
 	if len(p) > room {
 		p = p[:room]
@@ -28,8 +24,6 @@ func (c *capture) write(stream int, p []byte) {
 }
 
 func (c *capture) truncation() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	switch {
 	case c.truncated[streamStdout] && c.truncated[streamStderr]:
 		return wire.TruncatedBoth

@@ -1,33 +1,41 @@
 package shellexec
 
 import (
-	"io"
+	"fmt"
 	"os"
-	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
-// pipes are the three pipes of one child. The parent keeps its ends to
-// itself: the read ends of stdout/stderr and the write end of stdin.
+// pipes are the three pipes of one child. The child's ends are files
+// handed to exec.Cmd. The parent keeps the write end of stdin (on Go's
+// poller, fed by a goroutine when there is anything to feed) and the read
+// ends of stdout and stderr as raw blocking descriptors, which collect
+// reads with poll(2) from the exec's own goroutine.
 type pipes struct {
 	stdinR, stdinW   *os.File
-	stdoutR, stdoutW *os.File
-	stderrR, stderrW *os.File
-	closeOnce        sync.Once
+	stdoutW, stderrW *os.File
+	// out are the parent's read ends, indexed by stream; -1 once closed.
+	out [2]int
 }
 
+var streamNames = [2]string{streamStdout: "stdout", streamStderr: "stderr"}
+
 func openPipes() (*pipes, error) {
-	p := &pipes{}
+	p := &pipes{out: [2]int{-1, -1}}
 	var err error
 	if p.stdinR, p.stdinW, err = os.Pipe(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("stdin pipe: %w", err)
 	}
-	if p.stdoutR, p.stdoutW, err = os.Pipe(); err != nil {
-		p.closeAll()
-		return nil, err
-	}
-	if p.stderrR, p.stderrW, err = os.Pipe(); err != nil {
-		p.closeAll()
-		return nil, err
+	childEnds := [2]**os.File{streamStdout: &p.stdoutW, streamStderr: &p.stderrW}
+	for stream, w := range childEnds {
+		var fds [2]int
+		if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+			p.closeAll()
+			return nil, fmt.Errorf("%s pipe: %w", streamNames[stream], err)
+		}
+		p.out[stream] = fds[0]
+		*w = os.NewFile(uintptr(fds[1]), streamNames[stream])
 	}
 	return p, nil
 }
@@ -40,47 +48,25 @@ func (p *pipes) closeChildEnds() {
 	closeFile(p.stderrW)
 }
 
-func (p *pipes) closeReadEnds() {
-	closeFile(p.stdoutR)
-	closeFile(p.stderrR)
+// closeOutput closes the parent's read end of one stream; a process still
+// writing to it gets EPIPE instead of blocking.
+func (p *pipes) closeOutput(stream int) {
+	if p.out[stream] >= 0 {
+		_ = unix.Close(p.out[stream])
+		p.out[stream] = -1
+	}
 }
 
 func (p *pipes) closeAll() {
-	p.closeOnce.Do(func() {
-		for _, f := range []*os.File{p.stdinR, p.stdinW, p.stdoutR, p.stdoutW, p.stderrR, p.stderrW} {
-			closeFile(f)
-		}
-	})
+	for _, f := range []*os.File{p.stdinR, p.stdinW, p.stdoutW, p.stderrW} {
+		closeFile(f)
+	}
+	p.closeOutput(streamStdout)
+	p.closeOutput(streamStderr)
 }
 
 func closeFile(f *os.File) {
 	if f != nil {
 		_ = f.Close() // a second close only reports os.ErrClosed
-	}
-}
-
-// startReaders copies both streams into out in ReadSize reads and closes
-// the returned channel when both reached EOF or were closed.
-func (p *pipes) startReaders(out sink) <-chan struct{} {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); pump(p.stdoutR, streamStdout, out) }()
-	go func() { defer wg.Done(); pump(p.stderrR, streamStderr, out) }()
-	go func() { wg.Wait(); close(done) }()
-	return done
-}
-
-func pump(r io.Reader, stream int, out sink) {
-	buf := make([]byte, ReadSize)
-	for {
-		n, err := r.Read(buf)
-		if n > 0 {
-			out.write(stream, buf[:n])
-		}
-		if err != nil {
-			// EOF, or the read end was closed after the drain grace.
-			return
-		}
 	}
 }

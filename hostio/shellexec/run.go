@@ -42,7 +42,7 @@ func (o Options) withDefaults() Options {
 }
 
 // sink receives the child's output as it is read. Both streams of one exec
-// share a sink; calls come from two goroutines.
+// share a sink; calls come from the exec's own goroutine.
 type sink interface {
 	write(stream int, p []byte)
 }
@@ -95,6 +95,12 @@ func runStreaming(ctx context.Context, ex wire.Exec, opt Options, log *slog.Logg
 // spawnAndWait runs the command with its output going to out and returns
 // the exit code the protocol wants (the child's own, -1, or -2). The error
 // is set only when the child could not be spawned or waited for.
+//
+// The calling goroutine reads the output and waits for the shell itself;
+// the timeout and ctx reach it through a guard armed with AfterFunc.
+// Back-to-back execs are bound by how many goroutines each one parks and
+// wakes, so the common path (no stdin, no timeout, no cancel) starts
+// none.
 func spawnAndWait(ctx context.Context, ex wire.Exec, opt Options, out sink, log *slog.Logger) (int, error) {
 	cmd := exec.Command("bash", "-c", ex.Command)
 	cmd.Env = mergeEnv(opt.BaseEnv, ex.Env)
@@ -116,23 +122,28 @@ func spawnAndWait(ctx context.Context, ex wire.Exec, opt Options, out sink, log 
 		return wire.ExitSpawnFailed, fmt.Errorf("exec %s: spawn bash in %q: %w", ex.ExecID, cmd.Dir, err)
 	}
 	p.closeChildEnds()
-	go feedStdin(p.stdinW, ex.Stdin)
-	readersDone := p.startReaders(out)
-
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-
-	code, waitErr := superviseChild(ctx, cmd.Process.Pid, waited, timeoutOf(ex), opt, log)
-	// The shell is gone; give output a moment to reach EOF (a background
-	// process may still hold the pipes), then stop reading.
-	select {
-	case <-readersDone:
-	case <-time.After(opt.DrainGrace):
-		log.Warn("exec output still open after the shell exited; closing it")
-		p.closeReadEnds()
-		<-readersDone
+	if ex.Stdin != nil && *ex.Stdin != "" {
+		go feedStdin(p.stdinW, ex.Stdin)
+	} else {
+		closeFile(p.stdinW) // the child reads EOF at once
 	}
-	return code, waitErr
+
+	g := newGuard(cmd.Process.Pid, opt.KillGrace, log)
+	disarm := g.arm(ctx, timeoutOf(ex))
+	exit := watchExit(cmd.Process.Pid)
+	defer exit.close()
+	complete, err := collect(p, exit, out, opt.DrainGrace)
+	if err != nil {
+		log.Warn("exec output unreadable; closing it", "err", err)
+	} else if !complete {
+		log.Warn("exec output still open after the shell exited; closing it")
+	}
+	// A background process still writing gets EPIPE rather than blocking.
+	p.closeOutput(streamStdout)
+	p.closeOutput(streamStderr)
+	waitErr := cmd.Wait()
+	disarm()
+	return g.reaped(waitErr)
 }
 
 func timeoutOf(ex wire.Exec) time.Duration {
@@ -140,28 +151,6 @@ func timeoutOf(ex wire.Exec) time.Duration {
 		return 0
 	}
 	return time.Duration(float64(*ex.TimeoutS) * float64(time.Second))
-}
-
-// superviseChild waits for the shell, enforcing the timeout and ctx.
-func superviseChild(ctx context.Context, pid int, waited <-chan error, timeout time.Duration, opt Options, log *slog.Logger) (int, error) {
-	var timer <-chan time.Time
-	if timeout > 0 {
-		t := time.NewTimer(timeout)
-		defer t.Stop()
-		timer = t.C
-	}
-	select {
-	case err := <-waited:
-		return exitCode(err)
-	case <-timer:
-		log.Info("exec timed out; stopping its process group", "timeout", timeout)
-		StopGroup(pid, waited, opt.KillGrace)
-		return wire.ExitTimeout, nil
-	case <-ctx.Done():
-		log.Info("exec cancelled; stopping its process group")
-		StopGroup(pid, waited, opt.KillGrace)
-		return wire.ExitSpawnFailed, nil
-	}
 }
 
 // exitCode maps Wait's error to the child's exit code. A child ended by a
@@ -182,23 +171,26 @@ func exitCode(err error) (int, error) {
 // delivers the result of waiting for the group leader; StopGroup consumes
 // it. It returns once the leader has been reaped.
 func StopGroup(pgid int, waited <-chan error, grace time.Duration) {
+	gone := make(chan struct{})
+	go func() { <-waited; close(gone) }()
+	stopGroup(pgid, gone, grace)
+}
+
+// stopGroup is StopGroup for a caller that closes leaderGone once the
+// leader is reaped.
+func stopGroup(pgid int, leaderGone <-chan struct{}, grace time.Duration) {
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
 	deadline := time.NewTimer(grace)
 	defer deadline.Stop()
-	leaderGone := false
 	select {
-	case <-waited:
-		leaderGone = true
-	case <-deadline.C:
-	}
-	if leaderGone {
+	case <-leaderGone:
 		// The leader is reaped; members may linger (a child ignoring
 		// SIGTERM). Poll the group until it is empty or the grace ends.
 		waitGroupEmpty(pgid, deadline.C)
-	}
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	if !leaderGone {
-		<-waited
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	case <-deadline.C:
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		<-leaderGone
 	}
 }
 
@@ -218,6 +210,9 @@ func waitGroupEmpty(pgid int, deadline <-chan time.Time) {
 // duplicated key, so appending is enough; keys are sorted for a stable
 // order.
 func mergeEnv(base []string, extra map[string]string) []string {
+	if len(extra) == 0 {
+		return base // exec.Cmd copies it before use
+	}
 	env := make([]string, 0, len(base)+len(extra))
 	env = append(env, base...)
 	keys := make([]string, 0, len(extra))
