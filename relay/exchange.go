@@ -42,12 +42,13 @@ type payload interface {
 	io.Reader
 	// discard reads and drops the rest of the payload, using buf.
 	discard(buf []byte) error
-	// await waits for the upstream's result of a fully read frame. A FIFO
-	// pump also watches its pipe meanwhile: a daemon sends one request at a
-	// time on a pipe, so a byte of a new frame means it gave up on this
-	// one, and cancel is called (as a closed connection would tell a plane
-	// reached directly). abandoned reports that.
-	await(done <-chan result, cancel context.CancelFunc) (res result, abandoned bool)
+	// await returns the upstream's result of a fully read frame, which
+	// call produces (blocking). A FIFO pump also watches its pipe while a
+	// call is slow: a daemon sends one request at a time on a pipe, so a
+	// byte of a new frame means it gave up on this one, and cancel is
+	// called (as a closed connection would tell a plane reached directly).
+	// abandoned reports that.
+	await(call func() result, cancel context.CancelFunc) (res result, abandoned bool)
 }
 
 // reply is what the relay answers to one frame.
@@ -226,9 +227,10 @@ func (x *exchange) request() (*request, error) {
 // the head, else streamed from the source as it arrives.
 func (x *exchange) forward(rq *request) (reply, bool) {
 	off, end := x.env.BodyOffset, x.env.BodyOffset+x.env.BodyLen
-	ctx, cancel := context.WithCancel(x.ctx)
+	// One context bounds the whole trip upstream (the relay's timeout) and
+	// is what an abandoning daemon cancels.
+	ctx, cancel := context.WithTimeout(x.ctx, x.rl.up.timeout)
 	defer cancel()
-	done := make(chan result, 1)
 	if x.have >= end {
 		// The buffer is reused for the next frame while the HTTP transport
 		// may still hold the body, so the body gets its own copy.
@@ -236,9 +238,12 @@ func (x *exchange) forward(rq *request) (reply, bool) {
 		if err := x.src.discard(x.buf); err != nil {
 			return x.sourceFailed(err)
 		}
-		go func() { done <- x.rl.post(ctx, rq) }()
-		return x.answer(x.src.await(done, cancel))
+		// Posted from this goroutine: a small frame's round trip is what
+		// the relay's latency is, and every hand-off to another goroutine
+		// adds a wake-up to it.
+		return x.answer(x.src.await(func() result { return x.rl.post(ctx, rq) }, cancel))
 	}
+	done := make(chan result, 1)
 	pr, pw := io.Pipe()
 	rq.body = pr
 	go func() {
@@ -256,7 +261,7 @@ func (x *exchange) forward(rq *request) (reply, bool) {
 		<-done
 		return x.sourceFailed(err)
 	}
-	return x.answer(x.src.await(done, cancel))
+	return x.answer(x.src.await(func() result { return <-done }, cancel))
 }
 
 // stream copies the body to the upstream's pipe: held first, then rest

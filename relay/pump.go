@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -19,6 +20,8 @@ import (
 type pump struct {
 	rl      *Relay
 	f       *os.File
+	raw     syscall.RawConn // f's descriptor, for a read that must not wait
+	resp    int             // the resp pipe's write end, kept between replies; -1 when closed
 	key     fileKey
 	reqRel  string
 	respRel string
@@ -39,8 +42,9 @@ type pump struct {
 func newPump(rl *Relay, fd int, key fileKey, reqRel, respRel string) *pump {
 	// fd is non-blocking, so os.NewFile registers it with the poller.
 	f := os.NewFile(uintptr(fd), filepath.Join(rl.root.path, reqRel))
+	raw, _ := f.SyscallConn() // only fails on a nil or closed file
 	ctx, cancel := context.WithCancel(rl.hard)
-	return &pump{rl: rl, f: f, key: key, reqRel: reqRel, respRel: respRel, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	return &pump{rl: rl, f: f, raw: raw, resp: -1, key: key, reqRel: reqRel, respRel: respRel, ctx: ctx, cancel: cancel, done: make(chan struct{})}
 }
 
 func (p *pump) exited() bool {
@@ -112,6 +116,7 @@ func (p *pump) run() {
 	defer func() {
 		p.cancel()
 		p.f.Close()
+		p.closeResp()
 		p.rl.metrics.pumps.Add(-1)
 		close(p.done)
 		p.rl.pumps.Done()
@@ -190,35 +195,69 @@ func (p *pump) Read(b []byte) (int, error) {
 	return 0, errStopped
 }
 
-// await waits for the upstream's result while watching the pipe: the
-// daemon writes its next frame only once it stopped waiting for this one's
-// reply, so a byte arriving first means this request was abandoned.
-func (p *pump) await(done <-chan result, cancel context.CancelFunc) (result, bool) {
-	p.mu.Lock()
-	watch := !p.stopping && !p.killed
-	if watch {
-		p.f.SetReadDeadline(time.Time{})
-	}
-	p.mu.Unlock()
-	if !watch {
-		return <-done, false
-	}
-	out := make(chan result, 1)
-	go func() {
-		res := <-done
+// watchAfter is how long a call runs before the pump starts watching its
+// pipe for abandonment. Quick calls (acks, results, chunks) finish first
+// and cost no watcher; a long-poll given up by its daemon is noticed this
+// much later at worst.
+const watchAfter = 20 * time.Millisecond
+
+// await runs call while, once it has taken watchAfter, watching the pipe:
+// the daemon writes its next frame only once it stopped waiting for this
+// one's reply, so a byte arriving first means this request was abandoned.
+func (p *pump) await(call func() result, cancel context.CancelFunc) (result, bool) {
+	var (
+		finished  bool // guarded by p.mu: the call returned, do not start
+		abandoned bool // written by the watcher before watched closes
+		watched   = make(chan struct{})
+	)
+	t := time.AfterFunc(watchAfter, func() {
+		defer close(watched)
 		p.mu.Lock()
-		p.f.SetReadDeadline(time.Unix(1, 0)) // ends the watch below
+		watch := !finished && !p.stopping && !p.killed
+		if watch {
+			p.f.SetReadDeadline(time.Time{})
+		}
 		p.mu.Unlock()
-		out <- res
-	}()
-	if n, _ := p.f.Read(p.hdr[:1]); n == 1 {
-		p.rl.metrics.bytesIn.Add(1)
-		cancel()
-		res := <-out
-		p.pending = 1
-		return res, true
+		if !watch {
+			return
+		}
+		if n, _ := p.f.Read(p.hdr[:1]); n == 1 {
+			p.rl.metrics.bytesIn.Add(1)
+			abandoned = true
+			cancel()
+		}
+	})
+	res := call()
+	if t.Stop() {
+		// The watcher never started: a byte already waiting still means
+		// the daemon gave up on this request.
+		if p.peekByte() {
+			p.rl.metrics.bytesIn.Add(1)
+			p.pending = 1
+			return res, true
+		}
+		return res, false
 	}
-	return <-out, false
+	p.mu.Lock()
+	finished = true
+	p.f.SetReadDeadline(time.Unix(1, 0)) // ends a watch in progress
+	p.mu.Unlock()
+	<-watched
+	if abandoned {
+		p.pending = 1
+	}
+	return res, abandoned
+}
+
+// peekByte reads the first byte of a next frame into p.hdr if one is
+// already in the pipe, without waiting.
+func (p *pump) peekByte() bool {
+	var n int
+	_ = p.raw.Read(func(fd uintptr) bool {
+		n, _ = unix.Read(int(fd), p.hdr[:1])
+		return true // one attempt: never park
+	})
+	return n == 1
 }
 
 func (p *pump) discard(buf []byte) error {
@@ -230,9 +269,9 @@ func (p *pump) discard(buf []byte) error {
 	return nil
 }
 
-// deliver writes the reply frame to the resp pipe, opened for this reply
-// only. No reader (ENXIO) or a reader gone (EPIPE) means the daemon stopped
-// waiting: the reply is dropped.
+// deliver writes the reply frame to the resp pipe. No reader (ENXIO) or a
+// reader gone (EPIPE) means the daemon stopped waiting: the reply is
+// dropped.
 func (p *pump) deliver(rep *reply) {
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
@@ -241,12 +280,7 @@ func (p *pump) deliver(rep *reply) {
 		p.rl.log.Error("relay: encode reply", "pipe", p.respRel, "err", err)
 		return
 	}
-	fd, _, err := p.rl.root.openChecked(p.respRel, unix.O_WRONLY|unix.O_NONBLOCK, unix.S_IFIFO, p.rl.cfg.AllowSharedWriters)
-	if err != nil {
-		p.dropped(err)
-		return
-	}
-	if err := p.writeReply(fd, out); err != nil {
+	if err := p.writeReply(out); err != nil {
 		p.dropped(err)
 		return
 	}
@@ -254,21 +288,43 @@ func (p *pump) deliver(rep *reply) {
 	p.rl.metrics.bytesOut.Add(uint64(len(out)))
 }
 
-// writeReply writes out to fd and closes it. A reply that fits the pipe
-// goes in one write(2), atomic when under PIPE_BUF; the rest waits in the
-// poller with the stall timer, so a daemon that stops reading cannot hold
-// the pump.
-func (p *pump) writeReply(fd int, out []byte) error {
-	n, err := unix.Write(fd, out)
-	if err == nil && n == len(out) {
-		return unix.Close(fd)
+// writeReply writes out to the resp pipe. The write end stays open from
+// one reply to the next (an open with its checks per reply was a third of
+// the relay's own syscalls), so EPIPE may only mean that end went stale
+// (the pipe was replaced): the pipe is opened afresh once before the reply
+// is given up. A reply that fits the pipe goes in one write(2), atomic
+// when under PIPE_BUF; the rest waits in the poller with the stall timer,
+// so a daemon that stops reading cannot hold the pump.
+func (p *pump) writeReply(out []byte) error {
+	for attempt := 0; ; attempt++ {
+		cached := p.resp >= 0
+		if !cached {
+			fd, _, err := p.rl.root.openChecked(p.respRel, unix.O_WRONLY|unix.O_NONBLOCK, unix.S_IFIFO, p.rl.cfg.AllowSharedWriters)
+			if err != nil {
+				return err
+			}
+			p.resp = fd
+		}
+		n, err := unix.Write(p.resp, out)
+		switch {
+		case err == nil && n == len(out):
+			return nil
+		case err == nil || err == unix.EAGAIN:
+			return p.writeRest(out[max(n, 0):])
+		}
+		p.closeResp()
+		if !cached || attempt > 0 || err != unix.EPIPE {
+			return err
+		}
 	}
-	if err != nil && err != unix.EAGAIN {
-		unix.Close(fd)
-		return err
-	}
-	out = out[max(n, 0):]
-	f := os.NewFile(uintptr(fd), p.respRel)
+}
+
+// writeRest finishes a reply larger than the room in the pipe, through the
+// poller, and lets the write end go: a large reply is rare, and its end is
+// best not kept in blocking-capable hands.
+func (p *pump) writeRest(out []byte) error {
+	f := os.NewFile(uintptr(p.resp), p.respRel)
+	p.resp = -1
 	defer f.Close()
 	for len(out) > 0 {
 		chunk := out[:min(len(out), headCap)]
@@ -280,6 +336,13 @@ func (p *pump) writeReply(fd int, out []byte) error {
 		out = out[k:]
 	}
 	return nil
+}
+
+func (p *pump) closeResp() {
+	if p.resp >= 0 {
+		unix.Close(p.resp)
+		p.resp = -1
+	}
 }
 
 func (p *pump) dropped(err error) {

@@ -424,3 +424,93 @@ func TestStartTellsWaitingDaemonItsRequestWasLost(t *testing.T) {
 		t.Fatalf("notice = %+v", fail)
 	}
 }
+
+// The relay keeps the resp pipe's write end between replies. A pipe
+// replaced in between by a rename (which leaves the pump running) must
+// still get its reply, and a pipe nobody reads any more drops it without
+// holding the pump.
+func TestReplyFollowsAReplacedRespPipe(t *testing.T) {
+	fp := newFakePlane(t)
+	prefix := t.TempDir()
+	dir := filepath.Join(prefix, "m1")
+	makePair(t, dir, "")
+	rl, _, _ := startRelay(t, prefix, fp.URL, nil)
+	d := daemonSide{dir: dir}
+	if rep := decodeReply(t, d.roundTrip(t, envelope(t, "/v1/daemon/ack", "a1", []byte("x")))); rep.Status != 200 {
+		t.Fatalf("first reply = %+v", rep)
+	}
+	fresh := filepath.Join(dir, "fresh")
+	if err := unix.Mkfifo(fresh, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(fresh, filepath.Join(dir, "resp.fifo")); err != nil {
+		t.Fatal(err)
+	}
+	if rep := decodeReply(t, d.roundTrip(t, envelope(t, "/v1/daemon/ack", "a2", []byte("x")))); rep.ID != "a2" || rep.Status != 200 {
+		t.Fatalf("reply after the pipe was replaced = %+v", rep)
+	}
+
+	// Nobody reading: the frame is answered upstream, the reply dropped.
+	req, err := os.OpenFile(filepath.Join(dir, "req.fifo"), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAll(t, req, frame.Append(nil, envelope(t, "/v1/daemon/ack", "a3", []byte("x"))))
+	req.Close()
+	waitFor(t, "the unread reply dropped", func() bool { return rl.metrics.errs[errReplyDropped].Load() == 1 })
+	if rep := decodeReply(t, d.roundTrip(t, envelope(t, "/v1/daemon/ack", "a4", []byte("x")))); rep.ID != "a4" {
+		t.Fatalf("reply after a dropped one = %+v", rep)
+	}
+	if n := rl.metrics.pumps.Load(); n != 1 {
+		t.Fatalf("pumps = %d, want the one pump throughout", n)
+	}
+}
+
+// An upstream that does not answer within the relay's timeout gets the
+// request cancelled, and the daemon a relay_error (a transport failure,
+// status 0) naming the deadline.
+func TestUpstreamTimeoutAnswersRelayError(t *testing.T) {
+	fp := newFakePlane(t)
+	fp.block = make(chan struct{})
+	defer close(fp.block)
+	prefix := t.TempDir()
+	makePair(t, filepath.Join(prefix, "m1"), "")
+	startRelay(t, prefix, fp.URL, func(c *Config) { c.UpstreamTimeout = 300 * time.Millisecond })
+	start := time.Now()
+	fail := decodeRelayError(t, daemonSide{dir: filepath.Join(prefix, "m1")}.roundTrip(t, envelope(t, "/v1/daemon/poll", "p1", nil)))
+	if fail.Status != 0 || !strings.Contains(fail.Message, "deadline") {
+		t.Fatalf("reply = %+v", fail)
+	}
+	if el := time.Since(start); el < 300*time.Millisecond || el > 10*time.Second {
+		t.Fatalf("answered after %v, want about the 300ms timeout", el)
+	}
+	waitFor(t, "the poll cancelled upstream", func() bool {
+		fp.mu.Lock()
+		defer fp.mu.Unlock()
+		return fp.cancelled == 1
+	})
+}
+
+// A daemon that gave up on a request which the upstream then answers
+// quickly (before the pump watches its pipe) must not get that stale
+// reply in place of the one to its new request.
+func TestQuickReplyToAnAbandonedRequestIsDropped(t *testing.T) {
+	fp := newFakePlane(t)
+	fp.block = make(chan struct{})
+	prefix := t.TempDir()
+	makePair(t, filepath.Join(prefix, "m1"), "")
+	rl, _, _ := startRelay(t, prefix, fp.URL, nil)
+	resp, req := daemonSide{dir: filepath.Join(prefix, "m1")}.open(t)
+	defer resp.Close()
+	defer req.Close()
+	writeAll(t, req, frame.Append(nil, envelope(t, "/v1/daemon/poll", "p1", nil)))
+	waitFor(t, "the poll upstream", func() bool { return len(fp.requests()) == 1 })
+	writeAll(t, req, frame.Append(nil, envelope(t, "/v1/daemon/ack", "a2", []byte("x"))))
+	close(fp.block) // the poll is answered at once
+	if rep := decodeReply(t, readFrame(t, resp)); rep.ID != "a2" || rep.Status != 200 {
+		t.Fatalf("reply = %+v, want a2's", rep)
+	}
+	if got := rl.metrics.errs[errAbandoned].Load(); got != 1 {
+		t.Fatalf("abandoned = %d", got)
+	}
+}

@@ -230,6 +230,6 @@ func (s *fileSource) discard([]byte) error { return nil }
 
 // await waits: spool requests are independent files, so none abandons
 // another; the daemon removes a request it gave up on instead.
-func (s *fileSource) await(done <-chan result, _ context.CancelFunc) (result, bool) {
-	return <-done, false
+func (s *fileSource) await(call func() result, _ context.CancelFunc) (result, bool) {
+	return call(), false
 }

@@ -63,8 +63,8 @@ func (s *streamSource) Read(b []byte) (int, error) {
 	return n, nil
 }
 
-func (s *streamSource) await(done <-chan result, _ context.CancelFunc) (result, bool) {
-	return <-done, false
+func (s *streamSource) await(call func() result, _ context.CancelFunc) (result, bool) {
+	return call(), false
 }
 
 func (s *streamSource) discard(buf []byte) error {

@@ -78,9 +78,8 @@ type result struct {
 
 // post sends one request and reads the whole reply (up to maxReply). It
 // never retries: the relay is a byte-mover and the daemon owns retries.
+// ctx carries the upstream timeout; the caller sets it.
 func (u *upstream) post(ctx context.Context, rq *request) result {
-	ctx, cancel := context.WithTimeout(ctx, u.timeout)
-	defer cancel()
 	body := rq.body
 	if rq.bodyLen == 0 {
 		body = http.NoBody
