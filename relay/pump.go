@@ -196,10 +196,13 @@ func (p *pump) Read(b []byte) (int, error) {
 }
 
 // watchAfter is how long a call runs before the pump starts watching its
-// pipe for abandonment. Quick calls (acks, results, chunks) finish first
-// and cost no watcher; a long-poll given up by its daemon is noticed this
-// much later at worst.
-const watchAfter = 20 * time.Millisecond
+// pipe for abandonment. Only a long-poll runs that long; acks, results,
+// chunks and a relay under load finish first and cost no watcher. A
+// daemon gives up on a request only after its own timeout, well past the
+// long-poll's wait, so noticing that this much later cancels the upstream
+// call this much later and changes nothing else: a reply that comes back
+// meanwhile is still dropped (see peekByte).
+const watchAfter = 100 * time.Millisecond
 
 // await runs call while, once it has taken watchAfter, watching the pipe:
 // the daemon writes its next frame only once it stopped waiting for this
