@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -33,7 +35,7 @@ func ctlCommands() map[string]ctlCommand {
 		"hibernate":   {"hibernate WORKER --until RFC3339|+DURATION", "send a worker to sleep", ctlHibernate},
 		"reset":       {"reset WORKER", "reset a worker's poll backoff", ctlReset},
 		"update":      {"update WORKER --version V --url URL --sha256 HEX", "ask a worker to replace its binary", ctlUpdate},
-		"run":         {"run --queue Q --runner R [--args FILE] [--module M --qualname Q] [--image I] [--wait]", "queue a function invocation", ctlRunInvocation},
+		"run":         {"run --queue Q --runner R [--run-config JSON|@FILE] [--args FILE] [--module M --qualname Q] [--image I] [--wait]", "queue a function invocation", ctlRunInvocation},
 		"invocations": {"invocations [ID [--wait]] [--json]", "list invocations, or show one (--wait: until it ends)", ctlInvocations},
 		"logs":        {"logs EXEC_ID [--follow]", "print an exec's streamed output", ctlLogs},
 		"wait":        {"wait WORKER [--state S] [--timeout D]", "wait until a worker is registered (and in state S)", ctlWait},
@@ -498,6 +500,7 @@ func ctlRunInvocation(ctx context.Context, c *ctlRun, args []string) int {
 	module := fs.String("module", "__main__", "function module")
 	qualname := fs.String("qualname", "main", "function qualified name")
 	image := fs.String("image", "", "container image (docker, gvisor, kube)")
+	runConfig := fs.String("run-config", "", "run_config as JSON, or @FILE (- for stdin); --runner and --image override its keys")
 	var tags stringList
 	fs.Var(&tags, "require-tag", "only a worker with this k=v tag may take it (repeatable)")
 	wait := fs.Bool("wait", false, "wait until the invocation ends; exit 0 only if it succeeded")
@@ -505,13 +508,23 @@ func ctlRunInvocation(ctx context.Context, c *ctlRun, args []string) int {
 	if _, _, st := c.prepare("run", fs, args, 0, false); st >= 0 {
 		return st
 	}
-	if *runner == "" {
-		return c.usageErr("run", "--runner is required")
+	rc, err := parseRunConfig(c.env, *runConfig)
+	if err != nil {
+		return c.usageErr("run", "--run-config: %v", err)
+	}
+	if *runner != "" {
+		rc.Runner = *runner
+	}
+	if *image != "" {
+		rc.Image = *image
+	}
+	if rc.Runner == "" {
+		return c.usageErr("run", "--runner (or run_config.runner) is required")
 	}
 	req := operator.RunRequest{
 		Queue:        *queue,
 		Function:     wire.Function{Module: *module, Qualname: *qualname},
-		RunConfig:    wire.RunConfig{Runner: *runner, Image: *image},
+		RunConfig:    rc,
 		RequiredTags: tags,
 	}
 	if *argsFile != "" {
@@ -530,6 +543,35 @@ func ctlRunInvocation(ctx context.Context, c *ctlRun, args []string) int {
 	}
 	fmt.Fprintf(c.env.stderr, "queued invocation %s on %s; waiting\n", inv.ID, inv.Queue)
 	return c.showInvocation(ctx, inv.ID, true, *asJSON)
+}
+
+// parseRunConfig reads --run-config: inline JSON, or @FILE (@- for
+// stdin). Unknown keys are refused by name, so a typo never silently
+// falls back to a default.
+func parseRunConfig(env *cliEnv, arg string) (wire.RunConfig, error) {
+	var rc wire.RunConfig
+	if arg == "" {
+		return rc, nil
+	}
+	data := []byte(arg)
+	if name, ok := strings.CutPrefix(arg, "@"); ok {
+		if name == "" {
+			return rc, errors.New("@ needs a file name (or - for stdin)")
+		}
+		var err error
+		if data, err = readInput(env, name); err != nil {
+			return rc, err
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rc); err != nil {
+		return rc, fmt.Errorf("not a run_config object: %w", err)
+	}
+	if dec.More() {
+		return rc, errors.New("trailing data after the run_config object")
+	}
+	return rc, nil
 }
 
 func (c *ctlRun) printInvocation(inv operator.Invocation, asJSON bool) int {

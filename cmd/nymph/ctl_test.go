@@ -130,6 +130,11 @@ func TestCtlUsageErrorsSendNothing(t *testing.T) {
 		{"update", "w1", "--version", "1.2", "--url", "https://x/nymph", "--sha256", strings.Repeat("g", 64)},
 		{"update", "w1", "--version", "1.2", "--url", "file:///x", "--sha256", strings.Repeat("a", 64)},
 		{"run", "--queue", "q"},
+		{"run", "--run-config", `{"runner":"slurm","slurm":{"partion":"gpu"}}`},
+		{"run", "--run-config", `{"runner":"slurm"} {}`},
+		{"run", "--run-config", `["slurm"]`},
+		{"run", "--run-config", "@" + filepath.Join(dir, "missing.json")},
+		{"run", "--run-config", `{"image":"x"}`},
 		{"reset"},
 		{"reset", "w1", "extra"},
 		{"workers", "--bogus"},
@@ -213,5 +218,46 @@ func TestCtlResolvesMachineIDAndLabel(t *testing.T) {
 	code, _, errText := runCtlTest(t, s, "", "wait", "box", "--state", "lost", "--timeout", "0.3")
 	if code != 1 || !strings.Contains(errText, "is active, not lost") {
 		t.Fatalf("wait timeout: code=%d err=%q", code, errText)
+	}
+}
+
+func TestCtlRunConfig(t *testing.T) {
+	s := newCtlServer()
+	file := filepath.Join(t.TempDir(), "rc.json")
+	os.WriteFile(file, []byte(`{"runner": "slurm", "image": "from-file",
+		"slurm": {"partition": "gpu", "nodes": 2, "ntasks-per-node": "4", "poll_interval_s": 0.5},
+		"kube": {"pvc": "shared"}}`), 0o600)
+	if code, _, e := runCtlTest(t, s, "", "run", "--run-config", "@"+file, "--image", "bb:latest"); code != 0 {
+		t.Fatalf("run: %d %s", code, e)
+	}
+	var req operator.RunRequest
+	if err := json.Unmarshal(s.bodies["/v1/admin/invocations"], &req); err != nil {
+		t.Fatal(err)
+	}
+	rc := req.RunConfig
+	if rc.Runner != "slurm" || rc.Image != "bb:latest" || rc.Slurm == nil || rc.Kube == nil {
+		t.Fatalf("run_config = %+v", rc)
+	}
+	if rc.Slurm.Partition != "gpu" || rc.Slurm.Nodes != "2" || rc.Slurm.NtasksPerNode != "4" ||
+		rc.Slurm.PollIntervalS == nil || *rc.Slurm.PollIntervalS != 0.5 || rc.Kube.PVC != "shared" {
+		t.Fatalf("slurm = %+v, kube = %+v", rc.Slurm, rc.Kube)
+	}
+
+	// --runner overrides the JSON's runner; the JSON may come on stdin.
+	s = newCtlServer()
+	if code, _, e := runCtlTest(t, s, `{"runner":"docker","docker":{"network":"none"}}`, "run", "--run-config", "@-", "--runner", "gvisor"); code != 0 {
+		t.Fatalf("run: %d %s", code, e)
+	}
+	req = operator.RunRequest{}
+	json.Unmarshal(s.bodies["/v1/admin/invocations"], &req)
+	if req.RunConfig.Runner != "gvisor" || req.RunConfig.Docker == nil || req.RunConfig.Docker.Network != "none" {
+		t.Fatalf("run_config = %+v", req.RunConfig)
+	}
+
+	// A misspelt key is named in the error.
+	s = newCtlServer()
+	code, _, e := runCtlTest(t, s, "", "run", "--run-config", `{"runner":"kube","kube":{"pvcs":"x"}}`)
+	if code != 2 || !strings.Contains(e, `"pvcs"`) {
+		t.Fatalf("code=%d stderr=%q, want 2 naming the key", code, e)
 	}
 }

@@ -78,53 +78,54 @@ type Function struct {
 	Qualname string `msg:"qualname"`
 }
 
-// RunConfig selects and configures the runner.
+// RunConfig selects and configures the runner. Its JSON form (the
+// operator API, ctl run --run-config) uses the wire's key names.
 type RunConfig struct {
 	// Runner is the runner kind; empty falls back to [runtime] default_runner.
-	Runner string        `msg:"runner,omitempty"`
-	Image  string        `msg:"image,omitempty"`
-	Docker *DockerConfig `msg:"docker,omitempty"`
-	Slurm  *SlurmConfig  `msg:"slurm,omitempty"`
-	Kube   *KubeConfig   `msg:"kube,omitempty"`
+	Runner string        `msg:"runner,omitempty" json:"runner,omitempty"`
+	Image  string        `msg:"image,omitempty" json:"image,omitempty"`
+	Docker *DockerConfig `msg:"docker,omitempty" json:"docker,omitempty"`
+	Slurm  *SlurmConfig  `msg:"slurm,omitempty" json:"slurm,omitempty"`
+	Kube   *KubeConfig   `msg:"kube,omitempty" json:"kube,omitempty"`
 }
 
 // DockerConfig is run_config.docker (also used by gvisor).
 type DockerConfig struct {
-	Network      string            `msg:"network,omitempty"`
-	Env          map[string]string `msg:"env,omitempty,allownil"`
-	Volumes      []string          `msg:"volumes,omitempty,allownil"`
-	Args         []string          `msg:"args,omitempty,allownil"`
-	RegistryAuth *RegistryAuth     `msg:"registry_auth,omitempty"`
+	Network      string            `msg:"network,omitempty" json:"network,omitempty"`
+	Env          map[string]string `msg:"env,omitempty,allownil" json:"env,omitempty"`
+	Volumes      []string          `msg:"volumes,omitempty,allownil" json:"volumes,omitempty"`
+	Args         []string          `msg:"args,omitempty,allownil" json:"args,omitempty"`
+	RegistryAuth *RegistryAuth     `msg:"registry_auth,omitempty" json:"registry_auth,omitempty"`
 }
 
 // RegistryAuth is a docker registry login; PasswordEnv wins over Password.
 type RegistryAuth struct {
-	Server      string `msg:"server"`
-	Username    string `msg:"username"`
-	Password    string `msg:"password,omitempty"`
-	PasswordEnv string `msg:"password_env,omitempty"`
+	Server      string `msg:"server" json:"server"`
+	Username    string `msg:"username" json:"username"`
+	Password    string `msg:"password,omitempty" json:"password,omitempty"`
+	PasswordEnv string `msg:"password_env,omitempty" json:"password_env,omitempty"`
 }
 
 // SlurmConfig is run_config.slurm. Text fields accept strings or numbers.
 type SlurmConfig struct {
-	Partition     string `msg:"partition,omitempty"`
-	Time          string `msg:"time,omitempty"`
-	Gres          string `msg:"gres,omitempty"`
-	Nodes         Text   `msg:"nodes,omitzero"`
-	NtasksPerNode Text   `msg:"ntasks-per-node,omitzero"`
-	CPUsPerTask   Text   `msg:"cpus-per-task,omitzero"`
-	Mem           Text   `msg:"mem,omitzero"`
-	PollIntervalS *Float `msg:"poll_interval_s,omitempty"`
+	Partition     string `msg:"partition,omitempty" json:"partition,omitempty"`
+	Time          string `msg:"time,omitempty" json:"time,omitempty"`
+	Gres          string `msg:"gres,omitempty" json:"gres,omitempty"`
+	Nodes         Text   `msg:"nodes,omitzero" json:"nodes,omitempty"`
+	NtasksPerNode Text   `msg:"ntasks-per-node,omitzero" json:"ntasks-per-node,omitempty"`
+	CPUsPerTask   Text   `msg:"cpus-per-task,omitzero" json:"cpus-per-task,omitempty"`
+	Mem           Text   `msg:"mem,omitzero" json:"mem,omitempty"`
+	PollIntervalS *Float `msg:"poll_interval_s,omitempty" json:"poll_interval_s,omitempty"`
 }
 
 // KubeConfig is run_config.kube. PVC names a ReadWriteMany claim that holds
 // the workdir as a sub-path (for multi-node clusters); empty means hostPath.
 type KubeConfig struct {
-	Namespace     string `msg:"namespace,omitempty"`
-	Context       string `msg:"context,omitempty"`
-	GPU           Text   `msg:"gpu,omitzero"`
-	CPU           Text   `msg:"cpu,omitzero"`
-	Memory        Text   `msg:"memory,omitzero"`
-	PollIntervalS *Float `msg:"poll_interval_s,omitempty"`
-	PVC           string `msg:"pvc,omitempty"`
+	Namespace     string `msg:"namespace,omitempty" json:"namespace,omitempty"`
+	Context       string `msg:"context,omitempty" json:"context,omitempty"`
+	GPU           Text   `msg:"gpu,omitzero" json:"gpu,omitempty"`
+	CPU           Text   `msg:"cpu,omitzero" json:"cpu,omitempty"`
+	Memory        Text   `msg:"memory,omitzero" json:"memory,omitempty"`
+	PollIntervalS *Float `msg:"poll_interval_s,omitempty" json:"poll_interval_s,omitempty"`
+	PVC           string `msg:"pvc,omitempty" json:"pvc,omitempty"`
 }

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -96,6 +97,22 @@ func (i *Int) DecodeMsg(r *msgp.Reader) error {
 
 // IsZero reports whether t is empty; fields tagged omitzero are then left out.
 func (t Text) IsZero() bool { return t == "" }
+
+// UnmarshalJSON accepts a string or a number, as the msgpack form does:
+// `"nodes": 2` and `"nodes": "2"` are the same request.
+func (t *Text) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		*t = Text(s)
+		return nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("wire: want string or number, got %s", b)
+	}
+	*t = Text(n.String())
+	return nil
+}
 
 // MarshalMsg implements msgp.Marshaler.
 func (t Text) MarshalMsg(b []byte) ([]byte, error) { return msgp.AppendString(b, string(t)), nil }

@@ -219,3 +219,18 @@ func mapless(v any) []byte {
 	}
 	return b
 }
+
+func TestTextFromJSON(t *testing.T) {
+	for in, want := range map[string]wire.Text{`"4"`: "4", `4`: "4", `2.5`: "2.5", `"gpu:2"`: "gpu:2"} {
+		var got wire.Text
+		if err := got.UnmarshalJSON([]byte(in)); err != nil || got != want {
+			t.Errorf("%s: got %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{`true`, `{}`, `[1]`} {
+		var got wire.Text
+		if err := got.UnmarshalJSON([]byte(in)); err == nil {
+			t.Errorf("%s: accepted as %q", in, got)
+		}
+	}
+}
