@@ -33,6 +33,9 @@ var (
 	errStopped      = errors.New("pump stopped")
 	errTruncated    = errors.New("frame truncated")
 	errUpstreamDone = errors.New("upstream finished with the body")
+	// errCallAbandoned is why an upstream call is cancelled when its
+	// daemon sent a new frame.
+	errCallAbandoned = errors.New("request abandoned by its daemon")
 )
 
 // payload is the byte source of one frame's payload: it returns io.EOF
@@ -48,7 +51,9 @@ type payload interface {
 	// byte of a new frame means it gave up on this one, and cancel is
 	// called (as a closed connection would tell a plane reached directly).
 	// abandoned reports that.
-	await(call func() result, cancel context.CancelFunc) (res result, abandoned bool)
+	// The source also bounds the call by timeout, cancelling it with a
+	// cause that says so.
+	await(call func() result, cancel context.CancelCauseFunc, timeout time.Duration) (res result, abandoned bool)
 }
 
 // reply is what the relay answers to one frame.
@@ -227,10 +232,11 @@ func (x *exchange) request() (*request, error) {
 // the head, else streamed from the source as it arrives.
 func (x *exchange) forward(rq *request) (reply, bool) {
 	off, end := x.env.BodyOffset, x.env.BodyOffset+x.env.BodyLen
-	// One context bounds the whole trip upstream (the relay's timeout) and
-	// is what an abandoning daemon cancels.
-	ctx, cancel := context.WithTimeout(x.ctx, x.rl.up.timeout)
-	defer cancel()
+	// One context for the whole trip upstream: the source's await cancels
+	// it on the relay's timeout or when its daemon gives up.
+	ctx, cancel := context.WithCancelCause(x.ctx)
+	defer cancel(nil)
+	timeout := x.rl.up.timeout
 	if x.have >= end {
 		// The buffer is reused for the next frame while the HTTP transport
 		// may still hold the body, so the body gets its own copy.
@@ -241,7 +247,7 @@ func (x *exchange) forward(rq *request) (reply, bool) {
 		// Posted from this goroutine: a small frame's round trip is what
 		// the relay's latency is, and every hand-off to another goroutine
 		// adds a wake-up to it.
-		return x.answer(x.src.await(func() result { return x.rl.post(ctx, rq) }, cancel))
+		return x.answer(x.src.await(func() result { return x.rl.post(ctx, rq) }, cancel, timeout))
 	}
 	done := make(chan result, 1)
 	pr, pw := io.Pipe()
@@ -257,11 +263,11 @@ func (x *exchange) forward(rq *request) (reply, bool) {
 		err = x.src.discard(x.buf)
 	}
 	if err != nil {
-		cancel()
+		cancel(err)
 		<-done
 		return x.sourceFailed(err)
 	}
-	return x.answer(x.src.await(func() result { return <-done }, cancel))
+	return x.answer(x.src.await(func() result { return <-done }, cancel, timeout))
 }
 
 // stream copies the body to the upstream's pipe: held first, then rest

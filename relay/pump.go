@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -33,6 +34,13 @@ type pump struct {
 	busy     bool       // inside a frame
 	stopping bool       // shutdown: finish the frame in hand, read no new one
 	killed   bool       // removed, or the shutdown grace ran out
+	deadline bool       // a read deadline may be set; idle clears it
+
+	// watch runs watchCall for the call in progress; call is what they
+	// share (guarded by mu) and watchDone says the watcher ended.
+	watch     *time.Timer
+	watchDone chan struct{}
+	call      callWatch
 
 	hdr     [4]byte
 	pending int   // bytes of the next header read while awaiting a reply
@@ -62,6 +70,7 @@ func (p *pump) stop() {
 	p.stopping = true
 	if !p.busy {
 		p.f.SetReadDeadline(time.Unix(1, 0))
+		p.deadline = true
 	}
 	p.mu.Unlock()
 }
@@ -72,6 +81,7 @@ func (p *pump) kill() {
 	p.mu.Lock()
 	p.killed = true
 	p.f.SetReadDeadline(time.Unix(1, 0))
+	p.deadline = true
 	p.mu.Unlock()
 	p.cancel()
 }
@@ -83,11 +93,14 @@ func (p *pump) isKilled() bool {
 }
 
 // arm restarts the stall timer: a frame may take any time as long as
-// bytes keep coming.
+// bytes keep coming. It is armed only when a read mid-frame is about to
+// wait (see readSome): setting a deadline wakes the runtime's netpoller
+// thread, which per frame cost more than the rest of the relay's work.
 func (p *pump) arm() {
 	p.mu.Lock()
 	if !p.killed {
 		p.f.SetReadDeadline(time.Now().Add(p.rl.cfg.FrameTimeout))
+		p.deadline = true
 	}
 	p.mu.Unlock()
 }
@@ -108,7 +121,10 @@ func (p *pump) idle() bool {
 	if p.stopping || p.killed {
 		return false
 	}
-	p.f.SetReadDeadline(time.Time{})
+	if p.deadline {
+		p.f.SetReadDeadline(time.Time{})
+		p.deadline = false
+	}
 	return true
 }
 
@@ -140,17 +156,13 @@ func (p *pump) readHeader() (int64, bool) {
 	p.pending = 0
 	if n > 0 {
 		p.begin()
-		p.arm()
 	}
 	for n < len(p.hdr) {
-		k, err := p.f.Read(p.hdr[n:])
+		k, err := p.readSome(p.hdr[n:], n > 0)
 		if k > 0 && n == 0 {
 			p.begin()
 		}
 		n += k
-		if n > 0 && n < len(p.hdr) {
-			p.arm()
-		}
 		if err == nil {
 			continue
 		}
@@ -170,8 +182,41 @@ func (p *pump) readHeader() (int64, bool) {
 			return 0, false
 		}
 	}
-	p.arm()
 	return int64(binary.BigEndian.Uint32(p.hdr[:])), true
+}
+
+// readSome reads what the pipe has into b, waiting in the poller while it
+// has nothing. Mid-frame (stall), the stall timer is armed just before a
+// wait, so a frame whose bytes are all there sets no timer at all.
+func (p *pump) readSome(b []byte, stall bool) (int, error) {
+	var n int
+	var rerr error
+	err := p.raw.Read(func(fd uintptr) bool {
+		for {
+			n, rerr = unix.Read(int(fd), b)
+			switch {
+			case rerr == unix.EINTR:
+				continue
+			case rerr == unix.EAGAIN:
+				if stall {
+					p.arm()
+				}
+				return false // wait for the pipe, or the deadline
+			}
+			return true
+		}
+	})
+	switch {
+	case err != nil:
+		return 0, err // the deadline passed, or the file is closing
+	case rerr != nil:
+		return 0, rerr
+	case n <= 0:
+		// The relay holds a write end itself (O_RDWR), so this is not
+		// end-of-file from a writer; treat it as the pipe gone.
+		return 0, errStopped
+	}
+	return n, nil
 }
 
 // Read reads the current frame's payload and never past it.
@@ -182,11 +227,10 @@ func (p *pump) Read(b []byte) (int, error) {
 	if int64(len(b)) > p.remain {
 		b = b[:p.remain]
 	}
-	p.arm()
-	n, err := p.f.Read(b)
+	n, err := p.readSome(b, true)
 	p.remain -= int64(n)
 	p.rl.metrics.bytesIn.Add(uint64(n))
-	if n > 0 || err == nil {
+	if err == nil {
 		return n, nil
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) && !p.isKilled() {
@@ -204,34 +248,33 @@ func (p *pump) Read(b []byte) (int, error) {
 // meanwhile is still dropped (see peekByte).
 const watchAfter = 100 * time.Millisecond
 
+// callWatch is what a call in progress shares with the pump's watcher.
+type callWatch struct {
+	deadline  time.Time               // the upstream timeout
+	cancel    context.CancelCauseFunc // ends the call
+	finished  bool                    // the call returned: do not start
+	abandoned bool                    // the watcher read a byte of a new frame
+}
+
 // await runs call while, once it has taken watchAfter, watching the pipe:
 // the daemon writes its next frame only once it stopped waiting for this
 // one's reply, so a byte arriving first means this request was abandoned.
-func (p *pump) await(call func() result, cancel context.CancelFunc) (result, bool) {
-	var (
-		finished  bool // guarded by p.mu: the call returned, do not start
-		abandoned bool // written by the watcher before watched closes
-		watched   = make(chan struct{})
-	)
-	t := time.AfterFunc(watchAfter, func() {
-		defer close(watched)
-		p.mu.Lock()
-		watch := !finished && !p.stopping && !p.killed
-		if watch {
-			p.f.SetReadDeadline(time.Time{})
-		}
-		p.mu.Unlock()
-		if !watch {
-			return
-		}
-		if n, _ := p.f.Read(p.hdr[:1]); n == 1 {
-			p.rl.metrics.bytesIn.Add(1)
-			abandoned = true
-			cancel()
-		}
-	})
+// The watcher also enforces the upstream timeout (through its read
+// deadline), so a quick call costs no timer but the watcher's own, which
+// the pump keeps from frame to frame.
+func (p *pump) await(call func() result, cancel context.CancelCauseFunc, timeout time.Duration) (result, bool) {
+	p.mu.Lock()
+	p.call = callWatch{deadline: time.Now().Add(timeout), cancel: cancel}
+	p.mu.Unlock()
+	after := min(watchAfter, timeout)
+	if p.watch == nil {
+		p.watchDone = make(chan struct{}, 1)
+		p.watch = time.AfterFunc(after, p.watchCall)
+	} else {
+		p.watch.Reset(after)
+	}
 	res := call()
-	if t.Stop() {
+	if p.watch.Stop() {
 		// The watcher never started: a byte already waiting still means
 		// the daemon gave up on this request.
 		if p.peekByte() {
@@ -242,14 +285,51 @@ func (p *pump) await(call func() result, cancel context.CancelFunc) (result, boo
 		return res, false
 	}
 	p.mu.Lock()
-	finished = true
+	p.call.finished = true
 	p.f.SetReadDeadline(time.Unix(1, 0)) // ends a watch in progress
+	p.deadline = true
 	p.mu.Unlock()
-	<-watched
-	if abandoned {
+	<-p.watchDone
+	if p.call.abandoned {
 		p.pending = 1
 	}
-	return res, abandoned
+	return res, p.call.abandoned
+}
+
+// watchCall is the watcher of a call that has run watchAfter: it waits for
+// a byte of a new frame (the call was abandoned) or the upstream timeout,
+// and cancels the call on either.
+func (p *pump) watchCall() {
+	defer func() { p.watchDone <- struct{}{} }()
+	p.mu.Lock()
+	c := p.call
+	watch := !c.finished && !p.stopping && !p.killed
+	if watch {
+		p.f.SetReadDeadline(c.deadline)
+		p.deadline = true
+	}
+	p.mu.Unlock()
+	if !watch {
+		return
+	}
+	n, err := p.f.Read(p.hdr[:1])
+	if n == 1 {
+		p.rl.metrics.bytesIn.Add(1)
+		p.mu.Lock()
+		p.call.abandoned = true
+		p.mu.Unlock()
+		c.cancel(errCallAbandoned)
+		return
+	}
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		return
+	}
+	p.mu.Lock()
+	timedOut := !p.call.finished && !p.killed
+	p.mu.Unlock()
+	if timedOut {
+		c.cancel(fmt.Errorf("no answer within %v: %w", p.rl.up.timeout, context.DeadlineExceeded))
+	}
 }
 
 // peekByte reads the first byte of a next frame into p.hdr if one is

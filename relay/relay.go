@@ -43,7 +43,10 @@ type Config struct {
 	AllowSharedWriters bool
 
 	Logger *slog.Logger
-	Client *http.Client // nil: NewClient()
+	// Client's Transport carries every upstream request (nil: NewClient's).
+	// Its redirect policy, jar and timeout are not used: the relay never
+	// follows a redirect, and UpstreamTimeout bounds each request.
+	Client *http.Client
 }
 
 // Defaults for Config.
@@ -93,12 +96,16 @@ func New(cfg Config) (*Relay, error) {
 	if client == nil {
 		client = NewClient(upstreamConnBound())
 	}
+	transport := client.Transport
+	if transport == nil {
+		transport = http.DefaultTransport
+	}
 	hard, cancel := context.WithCancel(context.Background())
 	rl := &Relay{
 		cfg:        cfg,
 		log:        cfg.Logger,
 		root:       rt,
-		up:         &upstream{client: client, base: base, token: tok.Token, timeout: cfg.UpstreamTimeout},
+		up:         &upstream{transport: transport, base: base, token: tok.Token, timeout: cfg.UpstreamTimeout},
 		metrics:    newMetrics(time.Now()),
 		hard:       hard,
 		cancelHard: cancel,

@@ -3,9 +3,12 @@ package relay
 import (
 	"bytes"
 	"encoding/binary"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -512,5 +515,42 @@ func TestQuickReplyToAnAbandonedRequestIsDropped(t *testing.T) {
 	}
 	if got := rl.metrics.errs[errAbandoned].Load(); got != 1 {
 		t.Fatalf("abandoned = %d", got)
+	}
+}
+
+// A header cut short stalls like a payload does: dropped after the stall
+// timer, and the next frame is read from a clean start.
+func TestStalledHeaderDropped(t *testing.T) {
+	fp := newFakePlane(t)
+	prefix := t.TempDir()
+	makePair(t, filepath.Join(prefix, "m1"), "")
+	rl, _, _ := startRelay(t, prefix, fp.URL, func(c *Config) { c.FrameTimeout = 100 * time.Millisecond })
+	resp, req := daemonSide{dir: filepath.Join(prefix, "m1")}.open(t)
+	defer resp.Close()
+	defer req.Close()
+	writeAll(t, req, []byte{0, 0}) // two of the four length bytes
+	waitFor(t, "the stall to be counted", func() bool { return rl.metrics.errs[errStall].Load() == 1 })
+	writeAll(t, req, frame.Append(nil, envelope(t, "/v1/daemon/poll", "after", nil)))
+	if rep := decodeReply(t, readFrame(t, resp)); rep.ID != "after" {
+		t.Fatalf("reply after a stalled header = %+v", rep)
+	}
+}
+
+// A redirect from the upstream is answered as it is: following it would
+// send the relay's bearer to another origin.
+func TestRedirectIsNotFollowed(t *testing.T) {
+	var elsewhere atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { elsewhere.Add(1) }))
+	defer other.Close()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/steal", http.StatusTemporaryRedirect)
+	}))
+	defer up.Close()
+	prefix := t.TempDir()
+	makePair(t, filepath.Join(prefix, "m1"), "")
+	startRelay(t, prefix, up.URL, nil)
+	rep := decodeReply(t, daemonSide{dir: filepath.Join(prefix, "m1")}.roundTrip(t, envelope(t, "/v1/daemon/ack", "a1", []byte("x"))))
+	if rep.Status != http.StatusTemporaryRedirect || elsewhere.Load() != 0 {
+		t.Fatalf("reply = %+v, requests elsewhere = %d", rep, elsewhere.Load())
 	}
 }

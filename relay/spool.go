@@ -11,6 +11,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nymphd/nymph/relay/policy"
 	"golang.org/x/sys/unix"
@@ -230,6 +231,10 @@ func (s *fileSource) discard([]byte) error { return nil }
 
 // await waits: spool requests are independent files, so none abandons
 // another; the daemon removes a request it gave up on instead.
-func (s *fileSource) await(call func() result, _ context.CancelFunc) (result, bool) {
+func (s *fileSource) await(call func() result, cancel context.CancelCauseFunc, timeout time.Duration) (result, bool) {
+	t := time.AfterFunc(timeout, func() {
+		cancel(fmt.Errorf("no answer within %v: %w", timeout, context.DeadlineExceeded))
+	})
+	defer t.Stop()
 	return call(), false
 }

@@ -37,7 +37,7 @@ func memRelay() *Relay {
 	base, _ := policy.ParseBase("http://127.0.0.1:1/")
 	cfg := withDefaults(Config{})
 	return &Relay{cfg: cfg, log: cfg.Logger, metrics: newMetrics(time.Time{}),
-		up:   &upstream{client: &http.Client{Transport: memPlane{}}, base: base, token: func() string { return "t" }, timeout: cfg.UpstreamTimeout},
+		up:   &upstream{transport: memPlane{}, base: base, token: func() string { return "t" }, timeout: cfg.UpstreamTimeout},
 		hard: context.Background()}
 }
 
@@ -63,7 +63,7 @@ func (s *streamSource) Read(b []byte) (int, error) {
 	return n, nil
 }
 
-func (s *streamSource) await(call func() result, _ context.CancelFunc) (result, bool) {
+func (s *streamSource) await(call func() result, _ context.CancelCauseFunc, _ time.Duration) (result, bool) {
 	return call(), false
 }
 

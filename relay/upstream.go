@@ -21,12 +21,12 @@ const maxReply = 16 << 20
 // says otherwise (raw log chunks).
 const defaultContentType = "application/x-msgpack"
 
-// upstream is the one HTTP client every pump shares.
+// upstream is the one HTTP transport every pump shares.
 type upstream struct {
-	client  *http.Client
-	base    policy.Base
-	token   func() string
-	timeout time.Duration
+	transport http.RoundTripper
+	base      policy.Base
+	token     func() string
+	timeout   time.Duration
 }
 
 // NewClient returns the HTTP client a relay uses when none is given: one
@@ -79,15 +79,21 @@ type result struct {
 // post sends one request and reads the whole reply (up to maxReply). It
 // never retries: the relay is a byte-mover and the daemon owns retries.
 // ctx carries the upstream timeout; the caller sets it.
+//
+// The request goes straight to the client's transport: http.Client adds
+// redirect handling the relay refuses anyway, and a copy of the headers
+// per request; the URL is built from the parsed base, not re-parsed.
 func (u *upstream) post(ctx context.Context, rq *request) result {
 	body := rq.body
 	if rq.bodyLen == 0 {
 		body = http.NoBody
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.base.Join(rq.endpoint), body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "", body)
 	if err != nil {
 		return result{err: fmt.Errorf("relay: POST %s: %w", rq.endpoint, err)}
 	}
+	req.URL = u.base.URL(rq.endpoint)
+	req.Host = req.URL.Host
 	req.ContentLength = rq.bodyLen
 	for k, v := range rq.headers {
 		req.Header[k] = v
@@ -96,9 +102,12 @@ func (u *upstream) post(ctx context.Context, rq *request) result {
 	if ct == "" {
 		ct = defaultContentType
 	}
-	req.Header.Set("Content-Type", ct)
-	req.Header.Set("Authorization", "Bearer "+u.token())
-	resp, err := u.client.Do(req)
+	req.Header["Content-Type"] = []string{ct}
+	req.Header["Authorization"] = []string{"Bearer " + u.token()}
+	resp, err := u.transport.RoundTrip(req)
+	if err != nil && ctx.Err() != nil {
+		err = context.Cause(ctx) // why the relay cancelled it, not just "canceled"
+	}
 	if err != nil {
 		return result{err: fmt.Errorf("relay: POST %s: %w", rq.endpoint, unwrapURL(err))}
 	}

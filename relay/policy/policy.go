@@ -131,6 +131,9 @@ func ValidContentType(ct string) bool {
 // Base is a parsed upstream base URL ready to have endpoints joined to it.
 type Base struct {
 	prefix string // scheme://host/path without a trailing slash
+	// The same, parsed: path is unescaped, rawPath is set only when the
+	// base path needed escaping (as in url.URL).
+	scheme, host, path, rawPath string
 }
 
 // ParseBase checks an upstream URL: http or https, a host, no query, no
@@ -150,7 +153,24 @@ func ParseBase(raw string) (Base, error) {
 	case u.User != nil:
 		return Base{}, fmt.Errorf("upstream %q: user info is not allowed; use the token file", raw)
 	}
-	return Base{prefix: u.Scheme + "://" + u.Host + strings.TrimRight(u.EscapedPath(), "/")}, nil
+	b := Base{prefix: u.Scheme + "://" + u.Host + strings.TrimRight(u.EscapedPath(), "/"),
+		scheme: u.Scheme, host: u.Host, path: strings.TrimRight(u.Path, "/")}
+	if u.RawPath != "" {
+		b.rawPath = strings.TrimRight(u.RawPath, "/")
+	}
+	return b, nil
+}
+
+// URL is Join as a *url.URL, built without parsing (the relay makes one
+// per frame). endpoint must have passed CheckEndpoint: its bytes need no
+// escaping, so it is the same in Path and RawPath.
+func (b Base) URL(endpoint string) *url.URL {
+	endpoint = "/" + strings.TrimLeft(endpoint, "/")
+	u := &url.URL{Scheme: b.scheme, Host: b.host, Path: b.path + endpoint}
+	if b.rawPath != "" {
+		u.RawPath = b.rawPath + endpoint
+	}
+	return u
 }
 
 // Join returns the URL of endpoint under the base, with exactly one slash

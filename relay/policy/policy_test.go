@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -88,6 +89,7 @@ func TestJoin(t *testing.T) {
 		{"https://cp.example/api", "/v1/daemon/poll", "https://cp.example/api/v1/daemon/poll"},
 		{"https://cp.example/api//", "/v1/daemon/poll", "https://cp.example/api/v1/daemon/poll"},
 		{"http://127.0.0.1:8080/a%20b/", "/v1/daemon/ack", "http://127.0.0.1:8080/a%20b/v1/daemon/ack"},
+		{"http://127.0.0.1:8080/a%2Fb", "/v1/daemon/ack", "http://127.0.0.1:8080/a%2Fb/v1/daemon/ack"},
 	} {
 		b, err := ParseBase(tc.base)
 		if err != nil {
@@ -95,6 +97,14 @@ func TestJoin(t *testing.T) {
 		}
 		if got := b.Join(tc.endpoint); got != tc.want {
 			t.Errorf("Join(%q, %q) = %q, want %q", tc.base, tc.endpoint, got, tc.want)
+		}
+		// URL is the same address without a parse.
+		u := b.URL(tc.endpoint)
+		if got := u.String(); got != tc.want {
+			t.Errorf("URL(%q, %q) = %q, want %q", tc.base, tc.endpoint, got, tc.want)
+		}
+		if parsed, _ := url.Parse(tc.want); u.Path != parsed.Path || u.EscapedPath() != parsed.EscapedPath() {
+			t.Errorf("URL(%q, %q): path %q / %q, parsed %q / %q", tc.base, tc.endpoint, u.Path, u.EscapedPath(), parsed.Path, parsed.EscapedPath())
 		}
 	}
 	for _, bad := range []string{"ftp://x/", "https:///nohost", "https://x/?q=1", "https://x/#f", "https://u:p@x/", "://"} {
