@@ -42,9 +42,38 @@ type pump struct {
 	watchDone chan struct{}
 	call      callWatch
 
-	hdr     [4]byte
-	pending int   // bytes of the next header read while awaiting a reply
-	remain  int64 // payload bytes of the current frame not read yet
+	hdr    [4]byte
+	remain int64 // payload bytes of the current frame not read yet
+
+	// in holds bytes read from the pipe and not consumed yet: a frame's
+	// header and a small payload arrive in one read(2), and bytes of a
+	// next frame found while a call ran wait here. It is taken from
+	// inPool only for a read and given back once empty, so an idle pump,
+	// or one waiting on a long-poll, holds none.
+	in           *[]byte
+	inOff, inEnd int
+}
+
+// inSize is the most one buffered read takes: a small frame whole. A
+// larger payload is read straight into the exchange's buffer.
+const inSize = 4 << 10
+
+var inPool = sync.Pool{New: func() any { b := make([]byte, inSize); return &b }}
+
+func (p *pump) buffered() int { return p.inEnd - p.inOff }
+
+// take moves buffered bytes into b and gives the buffer back once empty.
+func (p *pump) take(b []byte) int {
+	if p.in == nil {
+		return 0
+	}
+	n := copy(b, (*p.in)[p.inOff:p.inEnd])
+	p.inOff += n
+	if p.inOff == p.inEnd {
+		inPool.Put(p.in)
+		p.in, p.inOff, p.inEnd = nil, 0, 0
+	}
+	return n
 }
 
 func newPump(rl *Relay, fd int, key fileKey, reqRel, respRel string) *pump {
@@ -133,6 +162,7 @@ func (p *pump) run() {
 		p.cancel()
 		p.f.Close()
 		p.closeResp()
+		p.dropBuffer()
 		p.rl.metrics.pumps.Add(-1)
 		close(p.done)
 		p.rl.pumps.Done()
@@ -152,71 +182,103 @@ func (p *pump) run() {
 // readHeader waits for a frame's four length bytes. A header that stalls
 // midway is dropped like any partial frame.
 func (p *pump) readHeader() (int64, bool) {
-	n := p.pending
-	p.pending = 0
-	if n > 0 {
-		p.begin()
+	n := 0
+	if p.buffered() > 0 {
+		p.begin() // a frame that began while the last call ran
 	}
 	for n < len(p.hdr) {
-		k, err := p.readSome(p.hdr[n:], n > 0)
-		if k > 0 && n == 0 {
-			p.begin()
-		}
-		n += k
-		if err == nil {
-			continue
-		}
-		if !errors.Is(err, os.ErrDeadlineExceeded) || p.isKilled() {
-			return 0, false
-		}
-		if n == 0 {
-			if !p.idle() {
-				return 0, false // stop() woke an idle pump
+		if p.buffered() == 0 {
+			_, err := p.readSome(nil, n > 0)
+			if err != nil {
+				if !errors.Is(err, os.ErrDeadlineExceeded) || p.isKilled() {
+					return 0, false
+				}
+				if n == 0 {
+					if !p.idle() {
+						return 0, false // stop() woke an idle pump
+					}
+					continue
+				}
+				p.rl.metrics.fail(errStall)
+				p.rl.log.Warn("relay: partial frame header dropped after the stall timer", "pipe", p.f.Name())
+				n = 0
+				if !p.idle() {
+					return 0, false
+				}
+				continue
 			}
-			continue
+			if n == 0 {
+				p.begin()
+			}
 		}
-		p.rl.metrics.fail(errStall)
-		p.rl.log.Warn("relay: partial frame header dropped after the stall timer", "pipe", p.f.Name())
-		n = 0
-		if !p.idle() {
-			return 0, false
-		}
+		n += p.take(p.hdr[n:])
 	}
 	return int64(binary.BigEndian.Uint32(p.hdr[:])), true
 }
 
-// readSome reads what the pipe has into b, waiting in the poller while it
-// has nothing. Mid-frame (stall), the stall timer is armed just before a
-// wait, so a frame whose bytes are all there sets no timer at all.
+// readSome reads what the pipe has into b, or into the input buffer when
+// b is nil, waiting in the poller while the pipe has nothing. Mid-frame
+// (stall), the stall timer is armed just before a wait, so a frame whose
+// bytes are all there sets no timer at all.
 func (p *pump) readSome(b []byte, stall bool) (int, error) {
 	var n int
 	var rerr error
 	err := p.raw.Read(func(fd uintptr) bool {
-		for {
-			n, rerr = unix.Read(int(fd), b)
-			switch {
-			case rerr == unix.EINTR:
-				continue
-			case rerr == unix.EAGAIN:
-				if stall {
-					p.arm()
-				}
-				return false // wait for the pipe, or the deadline
-			}
-			return true
+		dst := b
+		if dst == nil {
+			p.in = inPool.Get().(*[]byte)
+			dst = *p.in
 		}
+		for {
+			n, rerr = unix.Read(int(fd), dst)
+			if rerr != unix.EINTR {
+				break
+			}
+		}
+		if rerr == unix.EAGAIN {
+			p.dropEmptyBuffer()
+			if stall {
+				p.arm()
+			}
+			return false // wait for the pipe, or the deadline
+		}
+		return true
 	})
 	switch {
+	case err == nil && rerr == nil && n > 0:
 	case err != nil:
-		return 0, err // the deadline passed, or the file is closing
-	case rerr != nil:
-		return 0, rerr
-	case n <= 0:
+		rerr = err // the deadline passed, or the file is closing
+	case rerr == nil:
 		// The relay holds a write end itself (O_RDWR), so this is not
 		// end-of-file from a writer; treat it as the pipe gone.
-		return 0, errStopped
+		rerr = errStopped
+	}
+	if rerr != nil {
+		p.dropEmptyBuffer()
+		return 0, rerr
+	}
+	p.rl.metrics.bytesIn.Add(uint64(n))
+	if b == nil {
+		p.inOff, p.inEnd = 0, n
 	}
 	return n, nil
+}
+
+// dropBuffer gives back the input buffer, whatever it holds.
+func (p *pump) dropBuffer() {
+	if p.in != nil {
+		inPool.Put(p.in)
+		p.in, p.inOff, p.inEnd = nil, 0, 0
+	}
+}
+
+// dropEmptyBuffer gives back an input buffer taken for a read that found
+// nothing.
+func (p *pump) dropEmptyBuffer() {
+	if p.in != nil && p.buffered() == 0 {
+		inPool.Put(p.in)
+		p.in, p.inOff, p.inEnd = nil, 0, 0
+	}
 }
 
 // Read reads the current frame's payload and never past it.
@@ -227,9 +289,12 @@ func (p *pump) Read(b []byte) (int, error) {
 	if int64(len(b)) > p.remain {
 		b = b[:p.remain]
 	}
+	if n := p.take(b); n > 0 {
+		p.remain -= int64(n)
+		return n, nil
+	}
 	n, err := p.readSome(b, true)
 	p.remain -= int64(n)
-	p.rl.metrics.bytesIn.Add(uint64(n))
 	if err == nil {
 		return n, nil
 	}
@@ -277,12 +342,7 @@ func (p *pump) await(call func() result, cancel context.CancelCauseFunc, timeout
 	if p.watch.Stop() {
 		// The watcher never started: a byte already waiting still means
 		// the daemon gave up on this request.
-		if p.peekByte() {
-			p.rl.metrics.bytesIn.Add(1)
-			p.pending = 1
-			return res, true
-		}
-		return res, false
+		return res, p.peekNext()
 	}
 	p.mu.Lock()
 	p.call.finished = true
@@ -290,9 +350,6 @@ func (p *pump) await(call func() result, cancel context.CancelCauseFunc, timeout
 	p.deadline = true
 	p.mu.Unlock()
 	<-p.watchDone
-	if p.call.abandoned {
-		p.pending = 1
-	}
 	return res, p.call.abandoned
 }
 
@@ -312,16 +369,13 @@ func (p *pump) watchCall() {
 	if !watch {
 		return
 	}
-	n, err := p.f.Read(p.hdr[:1])
-	if n == 1 {
-		p.rl.metrics.bytesIn.Add(1)
+	if _, err := p.readSome(nil, false); err == nil {
 		p.mu.Lock()
 		p.call.abandoned = true
 		p.mu.Unlock()
 		c.cancel(errCallAbandoned)
 		return
-	}
-	if !errors.Is(err, os.ErrDeadlineExceeded) {
+	} else if !errors.Is(err, os.ErrDeadlineExceeded) {
 		return
 	}
 	p.mu.Lock()
@@ -332,15 +386,25 @@ func (p *pump) watchCall() {
 	}
 }
 
-// peekByte reads the first byte of a next frame into p.hdr if one is
-// already in the pipe, without waiting.
-func (p *pump) peekByte() bool {
+// peekNext reports whether bytes of a next frame are already here: held
+// in the input buffer, or in the pipe (read without waiting).
+func (p *pump) peekNext() bool {
+	if p.buffered() > 0 {
+		return true
+	}
 	var n int
 	_ = p.raw.Read(func(fd uintptr) bool {
-		n, _ = unix.Read(int(fd), p.hdr[:1])
+		p.in = inPool.Get().(*[]byte)
+		n, _ = unix.Read(int(fd), *p.in)
 		return true // one attempt: never park
 	})
-	return n == 1
+	if n <= 0 {
+		p.dropEmptyBuffer()
+		return false
+	}
+	p.inOff, p.inEnd = 0, n
+	p.rl.metrics.bytesIn.Add(uint64(n))
+	return true
 }
 
 func (p *pump) discard(buf []byte) error {

@@ -554,3 +554,44 @@ func TestRedirectIsNotFollowed(t *testing.T) {
 		t.Fatalf("reply = %+v, requests elsewhere = %d", rep, elsewhere.Load())
 	}
 }
+
+// Frames reach the pump in whatever pieces the daemon's writes make: a
+// header split across writes, a payload larger than one buffered read,
+// and bytes trickling in one at a time must all come out as the same
+// frames, each answered in turn.
+func TestFramesInAnyPieces(t *testing.T) {
+	fp := newFakePlane(t)
+	prefix := t.TempDir()
+	makePair(t, filepath.Join(prefix, "m1"), "")
+	startRelay(t, prefix, fp.URL, nil)
+	resp, req := daemonSide{dir: filepath.Join(prefix, "m1")}.open(t)
+	defer resp.Close()
+	defer req.Close()
+	send := func(b []byte, pieces ...int) {
+		for _, n := range pieces {
+			writeAll(t, req, b[:n])
+			b = b[n:]
+			time.Sleep(2 * time.Millisecond) // let the pump read each piece on its own
+		}
+		writeAll(t, req, b)
+	}
+	small := frame.Append(nil, envelope(t, "/v1/daemon/ack", "s1", []byte("hello")))
+	send(small, 2, 2, 5)
+	if rep := decodeReply(t, readFrame(t, resp)); rep.ID != "s1" || string(rep.Body) != "echo:hello" {
+		t.Fatalf("split frame: %+v", rep)
+	}
+	big := frame.Append(nil, envelope(t, "/v1/daemon/ack", "b1", bytes.Repeat([]byte("z"), 10_000)))
+	send(big, 4+100, 3000)
+	if rep := decodeReply(t, readFrame(t, resp)); rep.ID != "b1" || string(rep.Body) != "len:10000" {
+		t.Fatalf("frame larger than a buffered read: %+v", rep)
+	}
+	tiny := frame.Append(nil, envelope(t, "/v1/daemon/ack", "t1", []byte("x")))
+	ones := make([]int, len(tiny)-1)
+	for i := range ones {
+		ones[i] = 1
+	}
+	send(tiny, ones...)
+	if rep := decodeReply(t, readFrame(t, resp)); rep.ID != "t1" || string(rep.Body) != "echo:x" {
+		t.Fatalf("frame written a byte at a time: %+v", rep)
+	}
+}
