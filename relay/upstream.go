@@ -84,17 +84,18 @@ type result struct {
 // redirect handling the relay refuses anyway, and a copy of the headers
 // per request; the URL is built from the parsed base, not re-parsed.
 func (u *upstream) post(ctx context.Context, rq *request) result {
-	body := rq.body
-	if rq.bodyLen == 0 {
-		body = http.NoBody
+	var body io.ReadCloser = http.NoBody
+	if rq.bodyLen > 0 {
+		body = io.NopCloser(rq.body)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "", body)
-	if err != nil {
-		return result{err: fmt.Errorf("relay: POST %s: %w", rq.endpoint, err)}
-	}
-	req.URL = u.base.URL(rq.endpoint)
-	req.Host = req.URL.Host
-	req.ContentLength = rq.bodyLen
+	// Built by hand: http.NewRequest would parse a URL the base already
+	// parsed. No GetBody: a POST is never retried by the transport.
+	target := u.base.URL(rq.endpoint)
+	req := (&http.Request{
+		Method: http.MethodPost, URL: target, Host: target.Host,
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: make(http.Header, len(rq.headers)+2), Body: body, ContentLength: rq.bodyLen,
+	}).WithContext(ctx)
 	for k, v := range rq.headers {
 		req.Header[k] = v
 	}

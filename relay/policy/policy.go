@@ -34,7 +34,8 @@ func CheckEndpoint(endpoint string) error {
 	if err := checkClean(endpoint); err != nil {
 		return fmt.Errorf("endpoint %.80q: %w", endpoint, err)
 	}
-	seg := strings.Split(endpoint[1:], "/")
+	var buf [6]string // the longest allowed route has five segments
+	seg := splitInto(buf[:0], endpoint[1:])
 	if allowed(seg) {
 		return nil
 	}
@@ -59,6 +60,20 @@ func checkClean(endpoint string) error {
 		return errors.New("trailing slash")
 	}
 	return nil
+}
+
+// splitInto appends the "/"-separated segments of s to dst, stopping one
+// past cap(dst) (more segments than any route has); it does not allocate.
+func splitInto(dst []string, s string) []string {
+	for len(dst) < cap(dst) {
+		head, rest, more := strings.Cut(s, "/")
+		dst = append(dst, head)
+		if !more {
+			return dst
+		}
+		s = rest
+	}
+	return dst
 }
 
 func allowed(seg []string) bool {

@@ -37,6 +37,8 @@ func TestCheckEndpoint(t *testing.T) {
 		{"/v1/daemon/exec/e1/stdout", false},
 		{"/v1/daemon/exec/e 1/result", false},
 		{"/v1/daemon/exec/e1/result/x", false},
+		{"/v1/daemon/exec/e1/result/x/y/z", false},
+		{"/v1/daemon/poll/x/y/z/w/v/u", false},
 		{"/v1/daemon/pollx", false},
 		{"/v1/daemon", false},
 		{"/v1/admin/workers", false},
