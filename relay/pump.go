@@ -22,7 +22,8 @@ type pump struct {
 	rl      *Relay
 	f       *os.File
 	raw     syscall.RawConn // f's descriptor, for a read that must not wait
-	resp    int             // the resp pipe's write end, kept between replies; -1 when closed
+	resp    int             // the resp pipe's write end; -1 when closed
+	kept    bool            // resp is kept between replies, counted in rl.replyFDs
 	key     fileKey
 	reqRel  string
 	respRel string
@@ -435,11 +436,11 @@ func (p *pump) deliver(rep *reply) {
 	p.rl.metrics.bytesOut.Add(uint64(len(out)))
 }
 
-// writeReply writes out to the resp pipe. The write end stays open from
-// one reply to the next (an open with its checks per reply was a third of
-// the relay's own syscalls), so EPIPE may only mean that end went stale
-// (the pipe was replaced): the pipe is opened afresh once before the reply
-// is given up. A reply that fits the pipe goes in one write(2), atomic
+// writeReply writes out to the resp pipe. While the pipe budget allows,
+// the write end stays open from one reply to the next: opening a FIFO
+// (with its checks) per reply was about a third of the relay's own work
+// per frame. A kept end may have gone stale (the pipe was replaced), so
+// EPIPE on it opens the pipe afresh once before the reply is given up. A reply that fits the pipe goes in one write(2), atomic
 // when under PIPE_BUF; the rest waits in the poller with the stall timer,
 // so a daemon that stops reading cannot hold the pump.
 func (p *pump) writeReply(out []byte) error {
@@ -455,6 +456,11 @@ func (p *pump) writeReply(out []byte) error {
 		n, err := unix.Write(p.resp, out)
 		switch {
 		case err == nil && n == len(out):
+			if !cached && !p.rl.keepReplyFD() {
+				p.closeResp() // no room to keep it: the open-file budget is spent
+				return nil
+			}
+			p.kept = true
 			return nil
 		case err == nil || err == unix.EAGAIN:
 			return p.writeRest(out[max(n, 0):])
@@ -471,7 +477,7 @@ func (p *pump) writeReply(out []byte) error {
 // best not kept in blocking-capable hands.
 func (p *pump) writeRest(out []byte) error {
 	f := os.NewFile(uintptr(p.resp), p.respRel)
-	p.resp = -1
+	p.forgetResp()
 	defer f.Close()
 	for len(out) > 0 {
 		chunk := out[:min(len(out), headCap)]
@@ -488,7 +494,17 @@ func (p *pump) writeRest(out []byte) error {
 func (p *pump) closeResp() {
 	if p.resp >= 0 {
 		unix.Close(p.resp)
-		p.resp = -1
+		p.forgetResp()
+	}
+}
+
+// forgetResp drops the pump's hold on its reply pipe (closed, or handed
+// over), giving its place in the open-file budget back.
+func (p *pump) forgetResp() {
+	p.resp = -1
+	if p.kept {
+		p.kept = false
+		p.rl.replyFDs.Add(-1)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nymphd/nymph/relay/policy"
@@ -41,6 +42,10 @@ type Config struct {
 	// AllowSharedWriters accepts machine directories and pipes that every
 	// user may write.
 	AllowSharedWriters bool
+	// PipeBudget bounds the pipes the pumps hold open: every request pipe,
+	// plus the reply pipes kept open between replies while there is room.
+	// Zero derives it from the open-file limit (keptPipeBound).
+	PipeBudget int64
 
 	Logger *slog.Logger
 	// Client's Transport carries every upstream request (nil: NewClient's).
@@ -74,6 +79,11 @@ type Relay struct {
 	ready chan struct{} // closed after the first scan
 	pumps sync.WaitGroup
 	spool spoolSet
+
+	// replyFDs counts reply pipes kept open between replies; keptLimit
+	// bounds them together with the pumps' request pipes (0: no bound).
+	replyFDs  atomic.Int64
+	keptLimit int64
 }
 
 // New checks the configuration (token file mode, upstream URL, prefix) and
@@ -110,6 +120,7 @@ func New(cfg Config) (*Relay, error) {
 		hard:       hard,
 		cancelHard: cancel,
 		ready:      make(chan struct{}),
+		keptLimit:  cfg.PipeBudget,
 	}
 	rl.spool.init()
 	return rl, nil
@@ -126,6 +137,9 @@ func withDefaults(cfg Config) Config {
 	def(&cfg.SpoolInterval, DefaultSpoolInterval)
 	def(&cfg.ShutdownGrace, DefaultShutdownGrace)
 	def(&cfg.TokenCheck, DefaultTokenCheck)
+	if cfg.PipeBudget <= 0 {
+		cfg.PipeBudget = keptPipeBound()
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -201,6 +215,35 @@ func RaiseFileLimit() (uint64, error) {
 }
 
 var errNotLoopback = errors.New("the status listener must be a loopback address")
+
+// keptPipeBound is how many pipes the pumps may hold open at once, their
+// request pipes and the reply pipes they keep between replies: the
+// open-file limit less the upstream's quarter and a reserve for
+// listeners, spool files and the rest. 10,000 pairs fit in 20,000
+// descriptors with a reply pipe kept for about half of them; past the
+// bound a reply pipe is closed after each reply, as DESIGN's contract has
+// it, which costs an open(2) per reply rather than an EMFILE.
+func keptPipeBound() int64 {
+	var lim unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) != nil || lim.Cur == unix.RLIM_INFINITY {
+		return 0
+	}
+	return max(int64(lim.Cur)-int64(lim.Cur/4)-reservedFDs, 0)
+}
+
+// reservedFDs is kept free of pipes for everything else the relay opens.
+const reservedFDs = 256
+
+// keepReplyFD reserves room to keep one more reply pipe open, and reports
+// whether there was any.
+func (rl *Relay) keepReplyFD() bool {
+	n := rl.replyFDs.Add(1)
+	if rl.keptLimit > 0 && n+rl.metrics.pumps.Load() > rl.keptLimit {
+		rl.replyFDs.Add(-1)
+		return false
+	}
+	return true
+}
 
 // upstreamConnBound leaves three quarters of the open-file limit to pipes
 // and replies: with 20,000 descriptors, 10,000 idle pairs and 5,000

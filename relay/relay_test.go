@@ -3,6 +3,7 @@ package relay
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -593,5 +594,29 @@ func TestFramesInAnyPieces(t *testing.T) {
 	send(tiny, ones...)
 	if rep := decodeReply(t, readFrame(t, resp)); rep.ID != "t1" || string(rep.Body) != "echo:x" {
 		t.Fatalf("frame written a byte at a time: %+v", rep)
+	}
+}
+
+// Reply pipes are kept open between replies only within the pipe budget;
+// past it a reply pipe is closed after each reply, and replies flow the
+// same.
+func TestReplyPipesKeptWithinTheBudget(t *testing.T) {
+	fp := newFakePlane(t)
+	prefix := t.TempDir()
+	for _, m := range []string{"m1", "m2"} {
+		makePair(t, filepath.Join(prefix, m), "")
+	}
+	// Two request pipes and room for one kept reply pipe.
+	rl, _, _ := startRelay(t, prefix, fp.URL, func(c *Config) { c.PipeBudget = 3 })
+	for round := range 3 {
+		for _, m := range []string{"m1", "m2"} {
+			id := fmt.Sprintf("%s-%d", m, round)
+			if rep := decodeReply(t, daemonSide{dir: filepath.Join(prefix, m)}.roundTrip(t, envelope(t, "/v1/daemon/ack", id, []byte("x")))); rep.ID != id || rep.Status != 200 {
+				t.Fatalf("reply = %+v, want %s's", rep, id)
+			}
+		}
+		if kept := rl.replyFDs.Load(); kept != 1 {
+			t.Fatalf("round %d: %d reply pipes kept, want 1", round, kept)
+		}
 	}
 }
