@@ -27,10 +27,24 @@ type machine struct {
 	spool bool
 }
 
-// rescanPeriod is how often the prefix is listed for machine and spool
-// directories made by other hosts; NFS caches directory attributes for up
-// to a minute anyway, and on 10,000 machines each scan costs 10,000 stats.
-const rescanPeriod = 5 * time.Second
+// The prefix is listed for machine and spool directories made by other
+// hosts (inotify reports only this kernel's changes) every rescanPerMachine
+// per known machine, within [rescanMin, rescanMax]. Each scan costs a stat
+// per machine and garbage the collector then chases through every pump's
+// stack, so on 10,000 machines it runs every 30 s rather than every 5 s
+// (which cost an idle relay 1% of a core). NFS caches directory attributes
+// for up to a minute anyway.
+const (
+	rescanMin        = 5 * time.Second
+	rescanMax        = time.Minute
+	rescanPerMachine = 3 * time.Millisecond
+)
+
+// rescanPeriod is the time between two rescans of a prefix with machines
+// machine directories.
+func rescanPeriod(machines int) time.Duration {
+	return min(max(time.Duration(machines)*rescanPerMachine, rescanMin), rescanMax)
+}
 
 // discovery owns the set of machines and pumps. Only its loop goroutine
 // touches it, so it needs no lock.
@@ -39,9 +53,9 @@ type discovery struct {
 	w        *fsnotify.Watcher
 	machines map[string]*machine
 	byKey    map[fileKey]string
-	// rescanEvery: how many spool ticks between scans for directories that
-	// inotify cannot report (created by another host over NFS).
-	rescanEvery int
+	// nextRescan is when to scan next for directories that inotify cannot
+	// report (created by another host over NFS).
+	nextRescan time.Time
 }
 
 func newDiscovery(rl *Relay) (*discovery, error) {
@@ -55,8 +69,8 @@ func newDiscovery(rl *Relay) (*discovery, error) {
 		w.Close()
 		return nil, errors.Join(errors.New("relay: watch "+rl.root.path), err)
 	}
-	every := int(rescanPeriod / rl.cfg.SpoolInterval)
-	return &discovery{rl: rl, w: w, machines: map[string]*machine{}, byKey: map[fileKey]string{}, rescanEvery: max(every, 1)}, nil
+	return &discovery{rl: rl, w: w, machines: map[string]*machine{}, byKey: map[fileKey]string{},
+		nextRescan: time.Now().Add(rescanMin)}, nil
 }
 
 func (d *discovery) close() { d.w.Close() }
@@ -346,7 +360,7 @@ func pipeName(kind, lane string) string {
 func (d *discovery) loop(ctx context.Context) {
 	tick := time.NewTicker(d.rl.cfg.SpoolInterval)
 	defer tick.Stop()
-	for n := 1; ; n++ {
+	for {
 		select {
 		case <-ctx.Done():
 			return
@@ -361,10 +375,11 @@ func (d *discovery) loop(ctx context.Context) {
 			}
 			d.rl.log.Warn("relay: inotify; rescanning the prefix", "err", err)
 			d.scanAll()
-		case <-tick.C:
+		case now := <-tick.C:
 			d.rl.spool.poll(d.rl)
-			if n%d.rescanEvery == 0 {
+			if !now.Before(d.nextRescan) {
 				d.rescanSpool()
+				d.nextRescan = time.Now().Add(rescanPeriod(len(d.machines)))
 			}
 		}
 	}
