@@ -35,11 +35,16 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 	storeKind := flags.String("store", "sqlite", `record store: "sqlite" (DATA-DIR/nymph.db) or "memory" (lost on exit)`)
 	publicURL := flags.String("public-url", "", "base URL daemons reach this server at, for presigned payload URLs (default: http://LISTEN)")
 	target := flags.String("target-version", "", "nymph version every daemon should run (sent as target_nymph_version)")
+	retain := flags.Duration("retain", 24*time.Hour, "how long finished execs (with their logs) and invocations are kept; 0 keeps them forever")
 	verbose := flags.Bool("v", false, "log every request-level decision at debug level")
 	if err := flags.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
+		return 2
+	}
+	if *retain < 0 {
+		fmt.Fprintf(env.stderr, "nymph serve: --retain %v: must not be negative\n", *retain)
 		return 2
 	}
 	if *dataDir == "" || flags.NArg() > 0 {
@@ -53,7 +58,7 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 	log := slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: level}))
 	if err := serve(ctx, env, log, serveOptions{
 		listen: *listen, dataDir: *dataDir, tokenFile: *tokenFile, relayTokenFile: *relayTokenFile,
-		adminFile: *adminFile, store: *storeKind, publicURL: *publicURL, target: *target,
+		adminFile: *adminFile, store: *storeKind, publicURL: *publicURL, target: *target, retain: *retain,
 	}); err != nil {
 		fmt.Fprintf(env.stderr, "nymph serve: %v\n", err)
 		return 1
@@ -63,6 +68,7 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 
 type serveOptions struct {
 	listen, dataDir, tokenFile, relayTokenFile, adminFile, store, publicURL, target string
+	retain                                                                          time.Duration
 }
 
 func serve(ctx context.Context, env *cliEnv, log *slog.Logger, o serveOptions) error {
@@ -109,7 +115,7 @@ func serve(ctx context.Context, env *cliEnv, log *slog.Logger, o serveOptions) e
 	srv, err := planeserver.New(ctx, planeserver.Config{
 		Store: store, Blobs: blobs,
 		DaemonToken: daemonTok, RelayToken: relayTok, AdminToken: adminTok,
-		Plane: plane.Config{Entropy: rand.Reader, TargetVersion: o.target},
+		Plane: plane.Config{Entropy: rand.Reader, TargetVersion: o.target, Retain: o.retain},
 		Log:   log,
 	})
 	if err != nil {

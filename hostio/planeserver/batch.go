@@ -20,12 +20,14 @@ func (m *batchMerger) reset() {
 	clear(m.b.Execs)
 	clear(m.b.Chunks)
 	m.b = plane.Batch{
-		Workers:        m.b.Workers[:0],
-		Commands:       m.b.Commands[:0],
-		DeleteCommands: m.b.DeleteCommands[:0],
-		Invocations:    m.b.Invocations[:0],
-		Execs:          m.b.Execs[:0],
-		Chunks:         m.b.Chunks[:0],
+		Workers:           m.b.Workers[:0],
+		Commands:          m.b.Commands[:0],
+		DeleteCommands:    m.b.DeleteCommands[:0],
+		Invocations:       m.b.Invocations[:0],
+		Execs:             m.b.Execs[:0],
+		Chunks:            m.b.Chunks[:0],
+		DeleteInvocations: m.b.DeleteInvocations[:0],
+		DeleteExecs:       m.b.DeleteExecs[:0],
 	}
 	if m.workers == nil {
 		m.workers, m.cmds, m.invs, m.execs = map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
@@ -56,6 +58,8 @@ func (m *batchMerger) merge(b *plane.Batch) {
 	// delivered in a later one of the same group nets out to nothing
 	// stored — correctly, as a delete of an absent key.
 	m.b.DeleteCommands = append(m.b.DeleteCommands, b.DeleteCommands...)
+	m.b.DeleteInvocations = append(m.b.DeleteInvocations, b.DeleteInvocations...)
+	m.b.DeleteExecs = append(m.b.DeleteExecs, b.DeleteExecs...)
 }
 
 func upsert[T any](list []T, index map[string]int, id string, r T) []T {

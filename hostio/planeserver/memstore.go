@@ -62,6 +62,13 @@ func (s *MemStore) Apply(_ context.Context, b plane.Batch) error {
 	for _, id := range b.DeleteCommands {
 		delete(s.commands, id)
 	}
+	for _, id := range b.DeleteInvocations {
+		delete(s.invocations, id)
+	}
+	for _, id := range b.DeleteExecs {
+		delete(s.execs, id)
+		delete(s.chunks, id)
+	}
 	return nil
 }
 

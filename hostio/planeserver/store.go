@@ -22,8 +22,9 @@ import (
 //
 // Semantics of a batch (see plane.Batch): Workers, Commands, Invocations
 // and Execs are upserts keyed by their ID (ExecID for execs); Chunks are
-// appends keyed by (ExecID, Offset); DeleteCommands is applied after the
-// upserts. Records are opaque values to the store: it may keep each one as
+// appends keyed by (ExecID, Offset); DeleteCommands, DeleteInvocations
+// and DeleteExecs (which takes the exec's chunks with it) are applied after
+// the upserts. Records are opaque values to the store: it may keep each one as
 // a JSON document (every record type marshals with encoding/json) plus the
 // columns it needs to find them.
 //

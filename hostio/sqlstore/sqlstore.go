@@ -175,8 +175,9 @@ func (s *Store) migrate(ctx context.Context) error {
 }
 
 // Apply writes a batch in one transaction: upserts (workers, commands,
-// invocations, execs, chunks) then command deletions, as plane.Batch
-// orders them. When it returns nil the batch is durable.
+// invocations, execs, chunks) then deletions (commands, forgotten
+// invocations, forgotten execs with their logs), as plane.Batch orders
+// them. When it returns nil the batch is durable.
 func (s *Store) Apply(ctx context.Context, b plane.Batch) error {
 	if b.Empty() {
 		return nil
@@ -230,6 +231,19 @@ func applyBatch(ctx context.Context, tx *sql.Tx, b *plane.Batch) error {
 	for _, id := range b.DeleteCommands {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM commands WHERE id = ?`, id); err != nil {
 			return fmt.Errorf("delete command %s: %w", id, err)
+		}
+	}
+	for _, id := range b.DeleteInvocations {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM invocations WHERE id = ?`, id); err != nil {
+			return fmt.Errorf("delete invocation %s: %w", id, err)
+		}
+	}
+	for _, id := range b.DeleteExecs {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM chunks WHERE exec_id = ?`, id); err != nil {
+			return fmt.Errorf("delete log of exec %s: %w", id, err)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM execs WHERE exec_id = ?`, id); err != nil {
+			return fmt.Errorf("delete exec %s: %w", id, err)
 		}
 	}
 	return nil

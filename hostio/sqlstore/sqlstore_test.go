@@ -434,3 +434,33 @@ func benchApply(b *testing.B, s planeserver.Store) {
 		}
 	}
 }
+
+// Forgotten invocations and execs leave the store, an exec's log with it.
+func TestDeleteForgottenRecords(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, t.TempDir())
+	b := sampleBatch()
+	if err := s.Apply(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Apply(ctx, plane.Batch{DeleteInvocations: []string{b.Invocations[0].ID}, DeleteExecs: []string{"e1"}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, inv := range got.Invocations {
+		if inv.ID == b.Invocations[0].ID {
+			t.Errorf("invocation %s still stored", inv.ID)
+		}
+	}
+	for _, e := range got.Execs {
+		if e.ExecID == "e1" {
+			t.Error("exec e1 still stored")
+		}
+	}
+	if data, err := s.ReadChunks(ctx, "e1", 0, 1<<20); err != nil || len(data) != 0 {
+		t.Errorf("log of e1 after delete = %q, %v; want nothing", data, err)
+	}
+}

@@ -26,6 +26,7 @@ func (p *Plane) onTick(now time.Time) {
 		}
 	}
 	p.expireUnreported(now)
+	p.forgetFinished(now)
 }
 
 // isLost: a worker that has not polled for LostAfter is lost. A parked
@@ -81,6 +82,7 @@ func (p *Plane) failLost(inv *InvocationRecord, now time.Time, msg string) {
 	inv.State = InvocationFailed
 	inv.Error = &wire.ErrorInfo{TypeName: wire.ErrTypeWorkerLost, Message: msg}
 	inv.FinishedAt = now
+	p.noteFinished(false, inv.ID, now)
 	delete(p.alive, inv.ID)
 	p.putInvocation(inv)
 }

@@ -233,7 +233,9 @@ func (p *Plane) onWaitLogs(e WaitLogs) {
 func (p *Plane) onListInvocations(e ListInvocations) {
 	out := make([]operator.Invocation, 0, len(p.invOrder))
 	for _, id := range p.invOrder {
-		out = append(out, invocationView(p.invocations[id]))
+		if inv := p.invocations[id]; inv != nil { // nil: forgotten (Retain)
+			out = append(out, invocationView(inv))
+		}
 	}
 	p.reply(e.Req, StatusOK, out)
 }
@@ -297,6 +299,7 @@ func (p *Plane) onKill(e Kill) {
 	default:
 		inv.State = InvocationKilled
 		inv.FinishedAt = e.Now
+		p.noteFinished(false, inv.ID, e.Now)
 		p.dequeue(inv.ID)
 		p.putInvocation(inv)
 		p.reply(e.Req, StatusOK, invocationView(inv))

@@ -28,6 +28,10 @@ type Config struct {
 	TargetVersion string
 	// KeyRotationMaxAgeS is the advisory key_rotation_max_age_s of hello.
 	KeyRotationMaxAgeS float64
+	// Retain is how long finished execs (with their logs) and finished
+	// invocations are kept after they finished; Tick forgets older ones,
+	// in memory and in the store. Zero keeps them forever.
+	Retain time.Duration
 }
 
 // SessionTTLS is the session_ttl_s of every hello response.
@@ -56,6 +60,12 @@ type Plane struct {
 	alive map[string]time.Time
 
 	execs map[string]*ExecRecord
+
+	// finished lists finished execs and invocations in the order they
+	// finished, for Retain; forgotten counts invOrder entries whose
+	// invocation is gone (compacted once they are half of it).
+	finished  []finishedRef
+	forgotten int
 
 	parked map[RequestID]*parked
 	// pollOrder lists parked polls in the order they parked (entries of
@@ -182,6 +192,7 @@ func Restore(cfg Config, snap Snapshot, now time.Time) (*Plane, error) {
 			w.openExec(r.ExecID, true)
 		}
 	}
+	p.restoreFinished()
 	return p, nil
 }
 
@@ -196,7 +207,9 @@ func (p *Plane) Snapshot() Snapshot {
 		s.Commands = append(s.Commands, w.pending...)
 	}
 	for _, id := range p.invOrder {
-		s.Invocations = append(s.Invocations, *p.invocations[id])
+		if inv := p.invocations[id]; inv != nil {
+			s.Invocations = append(s.Invocations, *inv)
+		}
 	}
 	ids := make([]string, 0, len(p.execs))
 	for id := range p.execs {

@@ -165,12 +165,18 @@ type Batch struct {
 	Execs          []ExecRecord       `json:"execs,omitempty"`
 	// Chunks are appended; (ExecID, Offset) never repeats.
 	Chunks []ChunkRecord `json:"chunks,omitempty"`
+	// DeleteInvocations and DeleteExecs (with their chunks) are finished
+	// records past Config.Retain; like DeleteCommands they apply after
+	// the upserts.
+	DeleteInvocations []string `json:"delete_invocations,omitempty"`
+	DeleteExecs       []string `json:"delete_execs,omitempty"`
 }
 
 // Empty reports whether the batch changes nothing.
 func (b *Batch) Empty() bool {
 	return len(b.Workers) == 0 && len(b.Commands) == 0 && len(b.DeleteCommands) == 0 &&
-		len(b.Invocations) == 0 && len(b.Execs) == 0 && len(b.Chunks) == 0
+		len(b.Invocations) == 0 && len(b.Execs) == 0 && len(b.Chunks) == 0 &&
+		len(b.DeleteInvocations) == 0 && len(b.DeleteExecs) == 0
 }
 
 // Snapshot is every stored record except chunk bytes: what Restore needs

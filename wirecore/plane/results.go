@@ -46,6 +46,7 @@ func (p *Plane) onAck(e Ack) {
 	inv.ResultBlob = slices.Clone([]byte(a.ResultBlob))
 	inv.Error = cloneErrorInfo(a.Error)
 	inv.FinishedAt = e.Now
+	p.noteFinished(false, inv.ID, e.Now)
 	if inv.WorkerID == "" {
 		inv.WorkerID = a.WorkerID
 	}
@@ -122,6 +123,7 @@ func (p *Plane) finishExec(ex *ExecRecord, res *wire.ExecResult, now time.Time) 
 	ex.Result = res
 	ex.State = ExecFinished
 	ex.FinishedAt = now
+	p.noteFinished(true, ex.ExecID, now)
 	if ex.DeliveredAt.IsZero() {
 		ex.DeliveredAt = now
 	}

@@ -36,6 +36,9 @@ var rewrite = flag.Bool("rewrite", false, "rewrite transcript expectations")
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
+// transcriptRetain is Config.Retain in every transcript (retain.txt).
+const transcriptRetain = time.Hour
+
 func TestTranscripts(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("testdata", "*.txt"))
 	if err != nil || len(files) == 0 {
@@ -139,7 +142,7 @@ func newHarness() *harness {
 }
 
 func (h *harness) config() plane.Config {
-	return plane.Config{Entropy: h.entropy, KeyRotationMaxAgeS: 2592000}
+	return plane.Config{Entropy: h.entropy, KeyRotationMaxAgeS: 2592000, Retain: transcriptRetain}
 }
 
 // name returns the alias of an id, making one with prefix when new.
@@ -459,6 +462,12 @@ func (h *harness) showBatch(b *plane.Batch) []string {
 	for _, id := range b.DeleteCommands {
 		out = append(out, "persist delete command "+h.name("C", id))
 	}
+	for _, id := range b.DeleteInvocations {
+		out = append(out, "persist delete invocation "+h.name("I", id))
+	}
+	for _, id := range b.DeleteExecs {
+		out = append(out, "persist delete exec "+h.name("X", id))
+	}
 	return out
 }
 
@@ -610,6 +619,13 @@ func (s *recordStore) apply(b *plane.Batch) {
 	}
 	for _, id := range b.DeleteCommands {
 		delete(s.commands, id)
+	}
+	for _, id := range b.DeleteInvocations {
+		delete(s.invocations, id)
+	}
+	for _, id := range b.DeleteExecs {
+		delete(s.execs, id)
+		delete(s.logs, id)
 	}
 }
 
