@@ -53,6 +53,9 @@ type pump struct {
 	// or one waiting on a long-poll, holds none.
 	in           *[]byte
 	inOff, inEnd int
+
+	rd     readCall
+	readFn func(fd uintptr) bool // p.readOnce, bound once
 }
 
 // inSize is the most one buffered read takes: a small frame whole. A
@@ -82,7 +85,9 @@ func newPump(rl *Relay, fd int, key fileKey, reqRel, respRel string) *pump {
 	f := os.NewFile(uintptr(fd), filepath.Join(rl.root.path, reqRel))
 	raw, _ := f.SyscallConn() // only fails on a nil or closed file
 	ctx, cancel := context.WithCancel(rl.hard)
-	return &pump{rl: rl, f: f, raw: raw, resp: -1, key: key, reqRel: reqRel, respRel: respRel, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	p := &pump{rl: rl, f: f, raw: raw, resp: -1, key: key, reqRel: reqRel, respRel: respRel, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	p.readFn = p.readOnce
+	return p
 }
 
 func (p *pump) exited() bool {
@@ -222,29 +227,10 @@ func (p *pump) readHeader() (int64, bool) {
 // (stall), the stall timer is armed just before a wait, so a frame whose
 // bytes are all there sets no timer at all.
 func (p *pump) readSome(b []byte, stall bool) (int, error) {
-	var n int
-	var rerr error
-	err := p.raw.Read(func(fd uintptr) bool {
-		dst := b
-		if dst == nil {
-			p.in = inPool.Get().(*[]byte)
-			dst = *p.in
-		}
-		for {
-			n, rerr = unix.Read(int(fd), dst)
-			if rerr != unix.EINTR {
-				break
-			}
-		}
-		if rerr == unix.EAGAIN {
-			p.dropEmptyBuffer()
-			if stall {
-				p.arm()
-			}
-			return false // wait for the pipe, or the deadline
-		}
-		return true
-	})
+	p.rd = readCall{dst: b, stall: stall, wait: true}
+	err := p.raw.Read(p.readFn)
+	n, rerr := p.rd.n, p.rd.err
+	p.rd.dst = nil
 	switch {
 	case err == nil && rerr == nil && n > 0:
 	case err != nil:
@@ -263,6 +249,40 @@ func (p *pump) readSome(b []byte, stall bool) (int, error) {
 		p.inOff, p.inEnd = 0, n
 	}
 	return n, nil
+}
+
+// readCall is one readSome or peekNext in progress: what readOnce, the
+// callback the poller calls with the descriptor, works on. The callback is
+// bound once per pump (readFn), so a read allocates nothing.
+type readCall struct {
+	dst   []byte // nil: the input buffer
+	stall bool   // arm the stall timer before waiting
+	wait  bool   // wait for the pipe when it is empty; else one attempt
+	n     int
+	err   error
+}
+
+func (p *pump) readOnce(fd uintptr) bool {
+	r := &p.rd
+	dst := r.dst
+	if dst == nil {
+		p.in = inPool.Get().(*[]byte)
+		dst = *p.in
+	}
+	for {
+		r.n, r.err = unix.Read(int(fd), dst)
+		if r.err != unix.EINTR {
+			break
+		}
+	}
+	if r.err == unix.EAGAIN && r.wait {
+		p.dropEmptyBuffer()
+		if r.stall {
+			p.arm()
+		}
+		return false // wait for the pipe, or the deadline
+	}
+	return true
 }
 
 // dropBuffer gives back the input buffer, whatever it holds.
@@ -393,12 +413,9 @@ func (p *pump) peekNext() bool {
 	if p.buffered() > 0 {
 		return true
 	}
-	var n int
-	_ = p.raw.Read(func(fd uintptr) bool {
-		p.in = inPool.Get().(*[]byte)
-		n, _ = unix.Read(int(fd), *p.in)
-		return true // one attempt: never park
-	})
+	p.rd = readCall{}
+	_ = p.raw.Read(p.readFn)
+	n := p.rd.n
 	if n <= 0 {
 		p.dropEmptyBuffer()
 		return false

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/nymphd/nymph/relay/policy"
@@ -27,7 +28,30 @@ type upstream struct {
 	base      policy.Base
 	token     func() string
 	timeout   time.Duration
+	// auth is the Authorization header of the current token, made once
+	// per token rather than once per request.
+	auth atomic.Pointer[authHeader]
 }
+
+type authHeader struct {
+	token string
+	value []string
+}
+
+// authorization returns the header value for the current token. Requests
+// share the slice: a RoundTripper does not modify its request.
+func (u *upstream) authorization() []string {
+	tok := u.token()
+	if a := u.auth.Load(); a != nil && a.token == tok {
+		return a.value
+	}
+	a := &authHeader{token: tok, value: []string{"Bearer " + tok}}
+	u.auth.Store(a)
+	return a.value
+}
+
+// defaultContentTypeHeader is shared by every request, as auth is.
+var defaultContentTypeHeader = []string{defaultContentType}
 
 // NewClient returns the HTTP client a relay uses when none is given: one
 // pool of keep-alive connections, HTTP/2 over TLS (so thousands of parked
@@ -86,6 +110,9 @@ type result struct {
 func (u *upstream) post(ctx context.Context, rq *request) result {
 	var body io.ReadCloser = http.NoBody
 	if rq.bodyLen > 0 {
+		// A NopCloser over a *bytes.Reader is what the transport knows to
+		// be in memory: it then writes the headers and a small body in one
+		// write, where a reader of its own would cost a second one.
 		body = io.NopCloser(rq.body)
 	}
 	// Built by hand: http.NewRequest would parse a URL the base already
@@ -103,8 +130,12 @@ func (u *upstream) post(ctx context.Context, rq *request) result {
 	if ct == "" {
 		ct = defaultContentType
 	}
-	req.Header["Content-Type"] = []string{ct}
-	req.Header["Authorization"] = []string{"Bearer " + u.token()}
+	if ct == defaultContentType {
+		req.Header["Content-Type"] = defaultContentTypeHeader
+	} else {
+		req.Header["Content-Type"] = []string{ct}
+	}
+	req.Header["Authorization"] = u.authorization()
 	resp, err := u.transport.RoundTrip(req)
 	if err != nil && ctx.Err() != nil {
 		err = context.Cause(ctx) // why the relay cancelled it, not just "canceled"
