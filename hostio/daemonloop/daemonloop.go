@@ -7,9 +7,11 @@
 //
 // It decides nothing about the protocol: when to poll, how long to back
 // off, when to drain or exit are the machine's. It decides only how each
-// effect becomes I/O: at most one poll in flight and cancellable, execs and
-// runs in their own goroutines, setups on one serial worker, posts on the
-// control lane with failures reported back rather than retried here.
+// effect becomes I/O: polls cancellable, except one replaced on a wake,
+// which is left to finish so that commands already in its reply are not
+// lost; execs and runs in their own goroutines, setups on one serial
+// worker, posts on the control lane with failures reported back rather
+// than retried here.
 package daemonloop
 
 import (
@@ -239,7 +241,9 @@ func (d *driver) do(eff daemon.Effect) {
 	case daemon.SendPoll:
 		d.sendPoll(e)
 	case daemon.CancelPoll:
-		if cancel, ok := d.polls[e.Seq]; ok && !d.opt.RelayedPolls {
+		// A poll replaced on a wake keeps its request: cutting it off could
+		// drop a reply that already carries commands.
+		if cancel, ok := d.polls[e.Seq]; ok && !d.opt.RelayedPolls && !e.KeepReply {
 			cancel()
 		}
 	case daemon.StartExec:

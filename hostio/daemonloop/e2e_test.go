@@ -447,3 +447,22 @@ func TestRelayedPollsLoseNoCommand(t *testing.T) {
 		}
 	}
 }
+
+// A poll the daemon replaces on a wake may already have been answered with
+// commands (the plane wrote the reply just as the exec finished). The
+// daemon lets that request finish instead of cutting it off, so the
+// commands run instead of being lost with the reply.
+func TestWakeKeepsTheReplacedPollsReply(t *testing.T) {
+	h := startDaemon(t, func(_ *daemon.Config, o *Options, p *plane) {
+		p.overtakeHandsOff = true
+		o.Transport = p
+	})
+	h.plane.push(execCmd("e1", "sleep 0.3", nil))
+	// e1 is running and the next poll is parked: queue e2 for it to be
+	// handed over only when e1's wake replaces that poll.
+	h.waitFor("the poll after e1", func(p *plane) bool { return len(p.polls) >= 2 && p.handOff != nil })
+	h.plane.push(execCmd("e2", "echo handed over", nil))
+	if res := h.result("e2"); res.Stdout != "handed over\n" {
+		t.Fatalf("e2 result %+v", res)
+	}
+}

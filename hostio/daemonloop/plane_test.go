@@ -35,6 +35,14 @@ type plane struct {
 	// onResult is called with p.mu held as each exec result arrives, with
 	// the number of results so far.
 	onResult func(n int)
+	// overtakeHandsOff models a plane that answered a parked poll with
+	// commands just as the daemon replaced it: a poll takes what is queued
+	// when it arrives, and while parked only what a newer poll hands it
+	// (everything queued) as it arrives; a parked poll does not notice its
+	// client going away, and RoundTrip drops the reply of a cancelled
+	// request, as HTTP would.
+	overtakeHandsOff bool
+	handOff          *[]wire.Command // the parked poll's mailbox
 
 	// pollGen numbers polls: a daemon parks one poll at a time, so a poll
 	// overtaken by a newer one was abandoned and must not take commands
@@ -102,8 +110,8 @@ func (p *plane) RoundTrip(ctx context.Context, req *transport.Request) (*transpo
 		path = u.Path
 	}
 	status, body := p.handle(ctx, path, req.Body)
-	if status == 499 {
-		return nil, ctx.Err()
+	if status == 499 || (p.overtakeHandsOff && ctx.Err() != nil) {
+		return nil, ctx.Err() // the reply is lost with the request
 	}
 	return &transport.Response{Status: status, ContentType: wire.ContentTypeMsgpack, Body: body}, nil
 }
@@ -174,6 +182,9 @@ func (p *plane) poll(ctx context.Context, req wire.PollRequest) (int, []byte) {
 	}
 	p.mu.Lock()
 	p.polls = append(p.polls, polled{at: time.Now(), req: req})
+	if p.overtakeHandsOff {
+		return p.pollHandingOff(req)
+	}
 	p.pollGen++
 	gen := p.pollGen
 	p.signal()
@@ -206,6 +217,49 @@ func (p *plane) poll(ctx context.Context, req wire.PollRequest) (int, []byte) {
 		case <-timer.C:
 			b, _ := (&wire.PollResponse{Commands: []wire.Command{}}).MarshalMsg(nil)
 			return 200, b
+		}
+	}
+}
+
+// pollHandingOff is poll under overtakeHandsOff; p.mu is held on entry.
+func (p *plane) pollHandingOff(req wire.PollRequest) (int, []byte) {
+	reply := func(cmds []wire.Command) (int, []byte) {
+		b, _ := (&wire.PollResponse{Commands: cmds}).MarshalMsg(nil)
+		return 200, b
+	}
+	if p.handOff != nil {
+		*p.handOff, p.queue = append([]wire.Command{}, p.queue...), nil
+	}
+	p.handOff = nil
+	if len(p.queue) > 0 {
+		out := p.queue
+		p.queue = nil
+		p.signal()
+		p.mu.Unlock()
+		return reply(out)
+	}
+	var mine []wire.Command
+	p.handOff = &mine
+	p.signal()
+	p.mu.Unlock()
+	timer := time.NewTimer(min(time.Duration(float64(req.TimeoutS)*float64(time.Second)), p.maxPark))
+	defer timer.Stop()
+	for {
+		p.mu.Lock()
+		got, ch := mine, p.changed
+		p.mu.Unlock()
+		if got != nil {
+			return reply(got)
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			p.mu.Lock()
+			if p.handOff == &mine {
+				p.handOff = nil
+			}
+			p.mu.Unlock()
+			return reply([]wire.Command{})
 		}
 	}
 }

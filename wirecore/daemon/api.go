@@ -290,10 +290,16 @@ type SendPoll struct {
 	Request wire.PollRequest
 }
 
-// CancelPoll: cancel the poll with this Seq if it is still in flight; its
-// PollResult is still fed back (see PollResult).
+// CancelPoll: the machine stops waiting on the poll with this Seq; its
+// PollResult is still fed back (see PollResult). Without KeepReply the
+// driver cuts the request off. With KeepReply (a wake replacing the poll
+// with a fresh one) it lets the request finish: the control plane may
+// already have handed that poll commands, and an HTTP request cut off after
+// its reply was written loses them. The plane answers an overtaken poll
+// at once, so the request does not linger.
 type CancelPoll struct {
-	Seq uint64
+	Seq       uint64
+	KeepReply bool
 }
 
 // StartExec: run the exec (bash -c, timeout, truncation, streaming to

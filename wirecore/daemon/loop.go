@@ -164,7 +164,7 @@ func (m *Machine) wake(now time.Time) {
 		if m.cfg.KeepPollOnWake {
 			return
 		}
-		m.emit(CancelPoll{Seq: m.parked})
+		m.emit(CancelPoll{Seq: m.parked, KeepReply: true})
 		m.parked = 0
 	}
 	m.pollIfReady(now)

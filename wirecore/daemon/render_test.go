@@ -35,6 +35,9 @@ func render(e Effect, now time.Time) string {
 		}
 		return line
 	case CancelPoll:
+		if e.KeepReply {
+			return fmt.Sprintf("cancel-poll seq=%d keep-reply", e.Seq)
+		}
 		return fmt.Sprintf("cancel-poll seq=%d", e.Seq)
 	case StartExec:
 		return fmt.Sprintf("start-exec cmd=%s exec_id=%s command=%q", e.CommandID, e.Exec.ExecID, e.Exec.Command)
