@@ -52,8 +52,10 @@ type payload interface {
 	// called (as a closed connection would tell a plane reached directly).
 	// abandoned reports that.
 	// The source also bounds the call by timeout, cancelling it with a
-	// cause that says so.
-	await(call func() result, cancel context.CancelCauseFunc, timeout time.Duration) (res result, abandoned bool)
+	// cause that says so. addressed says the reply carries the request's
+	// id, so a daemon that moved on tells it from its new request's reply
+	// by itself.
+	await(call func() result, cancel context.CancelCauseFunc, timeout time.Duration, addressed bool) (res result, abandoned bool)
 }
 
 // reply is what the relay answers to one frame.
@@ -247,7 +249,7 @@ func (x *exchange) forward(rq *request) (reply, bool) {
 		// Posted from this goroutine: a small frame's round trip is what
 		// the relay's latency is, and every hand-off to another goroutine
 		// adds a wake-up to it.
-		return x.answer(x.src.await(func() result { return x.rl.post(ctx, rq) }, cancel, timeout))
+		return x.answer(x.src.await(func() result { return x.rl.post(ctx, rq) }, cancel, timeout, x.id != ""))
 	}
 	done := make(chan result, 1)
 	pr, pw := io.Pipe()
@@ -267,7 +269,7 @@ func (x *exchange) forward(rq *request) (reply, bool) {
 		<-done
 		return x.sourceFailed(err)
 	}
-	return x.answer(x.src.await(func() result { return <-done }, cancel, timeout))
+	return x.answer(x.src.await(func() result { return <-done }, cancel, timeout, x.id != ""))
 }
 
 // stream copies the body to the upstream's pipe: held first, then rest

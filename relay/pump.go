@@ -348,7 +348,7 @@ type callWatch struct {
 // The watcher also enforces the upstream timeout (through its read
 // deadline), so a quick call costs no timer but the watcher's own, which
 // the pump keeps from frame to frame.
-func (p *pump) await(call func() result, cancel context.CancelCauseFunc, timeout time.Duration) (result, bool) {
+func (p *pump) await(call func() result, cancel context.CancelCauseFunc, timeout time.Duration, addressed bool) (result, bool) {
 	p.mu.Lock()
 	p.call = callWatch{deadline: time.Now().Add(timeout), cancel: cancel}
 	p.mu.Unlock()
@@ -362,8 +362,11 @@ func (p *pump) await(call func() result, cancel context.CancelCauseFunc, timeout
 	res := call()
 	if p.watch.Stop() {
 		// The watcher never started: a byte already waiting still means
-		// the daemon gave up on this request.
-		return res, p.peekNext()
+		// the daemon gave up on this request. A raw reply must then not
+		// be delivered (the daemon would take it for its new request's);
+		// an addressed one is told apart by its id, so it is not worth a
+		// read(2) per frame to look.
+		return res, !addressed && p.peekNext()
 	}
 	p.mu.Lock()
 	p.call.finished = true

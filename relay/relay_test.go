@@ -496,26 +496,53 @@ func TestUpstreamTimeoutAnswersRelayError(t *testing.T) {
 }
 
 // A daemon that gave up on a request which the upstream then answers
-// quickly (before the pump watches its pipe) must not get that stale
-// reply in place of the one to its new request.
-func TestQuickReplyToAnAbandonedRequestIsDropped(t *testing.T) {
-	fp := newFakePlane(t)
-	fp.block = make(chan struct{})
-	prefix := t.TempDir()
-	makePair(t, filepath.Join(prefix, "m1"), "")
-	rl, _, _ := startRelay(t, prefix, fp.URL, nil)
-	resp, req := daemonSide{dir: filepath.Join(prefix, "m1")}.open(t)
-	defer resp.Close()
-	defer req.Close()
-	writeAll(t, req, frame.Append(nil, envelope(t, "/v1/daemon/poll", "p1", nil)))
-	waitFor(t, "the poll upstream", func() bool { return len(fp.requests()) == 1 })
-	writeAll(t, req, frame.Append(nil, envelope(t, "/v1/daemon/ack", "a2", []byte("x"))))
-	close(fp.block) // the poll is answered at once
-	if rep := decodeReply(t, readFrame(t, resp)); rep.ID != "a2" || rep.Status != 200 {
-		t.Fatalf("reply = %+v, want a2's", rep)
-	}
-	if got := rl.metrics.errs[errAbandoned].Load(); got != 1 {
-		t.Fatalf("abandoned = %d", got)
+// quickly (before the pump watches its pipe) must not take that stale
+// reply for the one to its new request. A raw reply (no id) is dropped;
+// an addressed one is delivered under its own id, which the daemon tells
+// apart from its new request's.
+func TestQuickReplyToAnAbandonedRequest(t *testing.T) {
+	for _, tc := range []struct {
+		name, oldID, newID string
+		stale              bool // the old reply reaches the daemon first
+	}{
+		{name: "raw", oldID: "", newID: ""},
+		{name: "addressed", oldID: "p1", newID: "a2", stale: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fp := newFakePlane(t)
+			fp.block = make(chan struct{})
+			prefix := t.TempDir()
+			makePair(t, filepath.Join(prefix, "m1"), "")
+			rl, _, _ := startRelay(t, prefix, fp.URL, nil)
+			resp, req := daemonSide{dir: filepath.Join(prefix, "m1")}.open(t)
+			defer resp.Close()
+			defer req.Close()
+			writeAll(t, req, frame.Append(nil, envelope(t, "/v1/daemon/poll", tc.oldID, nil)))
+			waitFor(t, "the poll upstream", func() bool { return len(fp.requests()) == 1 })
+			writeAll(t, req, frame.Append(nil, envelope(t, "/v1/daemon/ack", tc.newID, []byte("x"))))
+			close(fp.block) // the poll is answered at once
+			if tc.stale {
+				if old := decodeReply(t, readFrame(t, resp)); old.ID != tc.oldID {
+					t.Fatalf("first reply = %+v, want the old request's, under its id", old)
+				}
+			}
+			got := readFrame(t, resp)
+			if tc.newID == "" {
+				// A raw reply is the upstream's body itself.
+				if string(got) != "echo:x" {
+					t.Fatalf("reply = %q, want the new request's", got)
+				}
+			} else if rep := decodeReply(t, got); rep.ID != tc.newID || rep.Status != 200 || string(rep.Body) != "echo:x" {
+				t.Fatalf("reply = %+v, want the new request's", rep)
+			}
+			wantAbandoned := uint64(1)
+			if tc.stale {
+				wantAbandoned = 0
+			}
+			if got := rl.metrics.errs[errAbandoned].Load(); got != wantAbandoned {
+				t.Fatalf("abandoned = %d, want %d", got, wantAbandoned)
+			}
+		})
 	}
 }
 

@@ -231,7 +231,7 @@ func (s *fileSource) discard([]byte) error { return nil }
 
 // await waits: spool requests are independent files, so none abandons
 // another; the daemon removes a request it gave up on instead.
-func (s *fileSource) await(call func() result, cancel context.CancelCauseFunc, timeout time.Duration) (result, bool) {
+func (s *fileSource) await(call func() result, cancel context.CancelCauseFunc, timeout time.Duration, _ bool) (result, bool) {
 	t := time.AfterFunc(timeout, func() {
 		cancel(fmt.Errorf("no answer within %v: %w", timeout, context.DeadlineExceeded))
 	})

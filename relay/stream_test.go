@@ -63,7 +63,7 @@ func (s *streamSource) Read(b []byte) (int, error) {
 	return n, nil
 }
 
-func (s *streamSource) await(call func() result, _ context.CancelCauseFunc, _ time.Duration) (result, bool) {
+func (s *streamSource) await(call func() result, _ context.CancelCauseFunc, _ time.Duration, _ bool) (result, bool) {
 	return call(), false
 }
 
