@@ -109,8 +109,12 @@ type driver struct {
 	events chan any
 	done   chan struct{}
 
-	polls  map[uint64]context.CancelFunc
-	timers map[daemon.TimerID]armed
+	polls map[uint64]context.CancelFunc
+	// replaced is the poll last replaced on a wake and left to finish (0:
+	// none). Only the latest is kept: a plane that does not answer an
+	// overtaken poll would otherwise pile up one parked request per exec.
+	replaced uint64
+	timers   map[daemon.TimerID]armed
 
 	// work is the parent of every exec, run and setup: CancelInFlight
 	// cancels it. bg is the parent of posts and polls: Exit cancels it.
@@ -157,6 +161,9 @@ func (d *driver) unwrap(x any) daemon.Event {
 	case pollDone:
 		e.cancel()
 		delete(d.polls, e.res.Seq)
+		if d.replaced == e.res.Seq {
+			d.replaced = 0
+		}
 		return e.res
 	case runDone:
 		d.runOutcomes[e.res.State]++
@@ -241,11 +248,7 @@ func (d *driver) do(eff daemon.Effect) {
 	case daemon.SendPoll:
 		d.sendPoll(e)
 	case daemon.CancelPoll:
-		// A poll replaced on a wake keeps its request: cutting it off could
-		// drop a reply that already carries commands.
-		if cancel, ok := d.polls[e.Seq]; ok && !d.opt.RelayedPolls && !e.KeepReply {
-			cancel()
-		}
+		d.cancelPoll(e)
 	case daemon.StartExec:
 		d.startExec(e)
 	case daemon.StartRun:
@@ -292,6 +295,25 @@ func (d *driver) do(eff daemon.Effect) {
 	default:
 		d.log.Warn("unknown effect skipped", "effect", fmt.Sprintf("%T", eff))
 	}
+}
+
+// cancelPoll cuts a poll off, unless the machine only replaced it on a
+// wake: then the request is left to finish, because cutting it off could
+// drop a reply that already carries commands (the plane answers an
+// overtaken poll at once). A relayed poll is never cut off.
+func (d *driver) cancelPoll(e daemon.CancelPoll) {
+	cancel, ok := d.polls[e.Seq]
+	if !ok || d.opt.RelayedPolls {
+		return
+	}
+	if !e.KeepReply {
+		cancel()
+		return
+	}
+	if older, ok := d.polls[d.replaced]; ok {
+		older() // it has had a whole exec's time to bring its reply
+	}
+	d.replaced = e.Seq
 }
 
 // ---------------------------------------------------------------- timers

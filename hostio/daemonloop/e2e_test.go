@@ -466,3 +466,25 @@ func TestWakeKeepsTheReplacedPollsReply(t *testing.T) {
 		t.Fatalf("e2 result %+v", res)
 	}
 }
+
+// Against a plane that leaves an overtaken poll parked, replaced polls do
+// not pile up: only the latest is left to finish, so two polls are live at
+// once however many execs run (a third may be seen at the plane while the
+// one cut off is still being torn down; without the bound it grows with
+// every exec).
+func TestReplacedPollsDoNotPileUp(t *testing.T) {
+	h := startDaemon(t, func(_ *daemon.Config, _ *Options, p *plane) { p.keepOvertaken = true })
+	h.parked()
+	for i := range 12 {
+		id := fmt.Sprintf("e%d", i)
+		h.plane.push(execCmd(id, "true", nil))
+		if res := h.result(id); res.ExitCode != 0 {
+			t.Fatalf("%s: %+v", id, res)
+		}
+	}
+	h.plane.snapshot(func(p *plane) {
+		if p.parkedMax > 3 {
+			t.Fatalf("%d polls were parked at once, want at most 3", p.parkedMax)
+		}
+	})
+}

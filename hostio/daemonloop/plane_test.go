@@ -43,6 +43,10 @@ type plane struct {
 	// request, as HTTP would.
 	overtakeHandsOff bool
 	handOff          *[]wire.Command // the parked poll's mailbox
+	// keepOvertaken leaves an overtaken poll parked (a plane that does not
+	// answer it early); parkedNow and parkedMax count parked polls.
+	keepOvertaken        bool
+	parkedNow, parkedMax int
 
 	// pollGen numbers polls: a daemon parks one poll at a time, so a poll
 	// overtaken by a newer one was abandoned and must not take commands
@@ -187,8 +191,15 @@ func (p *plane) poll(ctx context.Context, req wire.PollRequest) (int, []byte) {
 	}
 	p.pollGen++
 	gen := p.pollGen
+	p.parkedNow++
+	p.parkedMax = max(p.parkedMax, p.parkedNow)
 	p.signal()
 	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.parkedNow--
+		p.mu.Unlock()
+	}()
 	park := min(time.Duration(float64(req.TimeoutS)*float64(time.Second)), p.maxPark)
 	timer := time.NewTimer(park)
 	defer timer.Stop()
@@ -196,7 +207,7 @@ func (p *plane) poll(ctx context.Context, req wire.PollRequest) (int, []byte) {
 		p.mu.Lock()
 		var out []wire.Command
 		switch {
-		case gen != p.pollGen:
+		case gen != p.pollGen && !p.keepOvertaken:
 			out = []wire.Command{}
 		case p.serial && p.outstanding == 0 && len(p.queue) > 0:
 			out, p.queue = p.queue[:1], p.queue[1:]
