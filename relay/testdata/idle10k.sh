@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Measures a real `nymph relay` process on 10,000 idle FIFO pairs: time and
-# CPU to have every pair pumped, idle CPU over 10 s, RSS, open fds.
+# CPU to have every pair pumped, idle CPU (IDLE_S, default 20 s, after
+# SETTLE_S, default 6 s), RSS, open fds.
 #   go build -o /tmp/nymph ./cmd/nymph && relay/testdata/idle10k.sh /tmp/nymph
 set -euo pipefail
 nymph=${1:?usage: idle10k.sh PATH-TO-NYMPH [PAIRS]}
@@ -22,10 +23,15 @@ pid=$!
 until curl -sf "127.0.0.1:$port/status" 2>/dev/null | grep -q "\"pumps\": $pairs"; do sleep 0.02; done
 end=$(date +%s.%N)
 echo "discovery_s=$(echo "$end - $start" | bc) discovery_cpu_s=$(echo "scale=2; $(cpu $pid) / $tick" | bc)"
-sleep 1
+# Idle is measured after the first rescan for other hosts' directories
+# (5 s after start); the next one comes 3 ms per machine later (30 s at
+# 10,000), so the default window shows the steady state between rescans.
+settle=${SETTLE_S:-6}
+idle=${IDLE_S:-20}
+sleep "$settle"
 c0=$(cpu $pid)
-sleep 10
-echo "idle_cpu_percent=$(echo "scale=3; ($(cpu $pid) - $c0) * 100 / $tick / 10" | bc)"
+sleep "$idle"
+echo "idle_cpu_percent=$(echo "scale=3; ($(cpu $pid) - $c0) * 100 / $tick / $idle" | bc) over ${idle}s"
 grep -E 'VmRSS|Threads' "/proc/$pid/status" | tr -s ' \t' ' '
 echo "fds=$(ls "/proc/$pid/fd" | wc -l)"
 kill -TERM $pid
