@@ -2,13 +2,13 @@ package relay
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/nymphd/nymph/hostio/promtext"
 )
 
 // errKind names a class of failure counted in the metrics.
@@ -128,38 +128,27 @@ func bucketLabel(i int) string {
 // WritePrometheus writes the figures in the Prometheus text format.
 func (m *Metrics) WritePrometheus(w io.Writer, now time.Time) {
 	st := m.Snapshot(now)
-	gauge := func(name, help string, v float64) {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s gauge\n%s %s\n", name, help, name, name, fmtFloat(v))
-	}
-	counter := func(name, help string, v uint64) {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", name, help, name, name, v)
-	}
-	gauge("nymph_relay_pumps", "FIFO pairs being pumped.", float64(st.Pumps))
-	gauge("nymph_relay_machines", "Machine directories watched.", float64(st.Machines))
-	gauge("nymph_relay_spool_dirs", "Spool directories polled.", float64(st.SpoolDirs))
-	gauge("nymph_relay_uptime_seconds", "Seconds since the relay started.", st.UptimeSeconds)
-	counter("nymph_relay_frames_total", "Request frames read.", st.Frames)
-	counter("nymph_relay_replies_total", "Reply frames delivered.", st.Replies)
-	counter("nymph_relay_bytes_in_total", "Bytes read from pipes and spool files.", st.BytesIn)
-	counter("nymph_relay_bytes_out_total", "Reply bytes delivered.", st.BytesOut)
-	fmt.Fprintf(w, "# HELP nymph_relay_errors_total Failures by kind.\n# TYPE nymph_relay_errors_total counter\n")
+	p := promtext.Writer{W: w}
+	p.Gauge("nymph_relay_pumps", "FIFO pairs being pumped.", float64(st.Pumps))
+	p.Gauge("nymph_relay_machines", "Machine directories watched.", float64(st.Machines))
+	p.Gauge("nymph_relay_spool_dirs", "Spool directories polled.", float64(st.SpoolDirs))
+	p.Gauge("nymph_relay_uptime_seconds", "Seconds since the relay started.", st.UptimeSeconds)
+	p.Counter("nymph_relay_frames_total", "Request frames read.", st.Frames)
+	p.Counter("nymph_relay_replies_total", "Reply frames delivered.", st.Replies)
+	p.Counter("nymph_relay_bytes_in_total", "Bytes read from pipes and spool files.", st.BytesIn)
+	p.Counter("nymph_relay_bytes_out_total", "Reply bytes delivered.", st.BytesOut)
+	p.Family("nymph_relay_errors_total", "counter", "Failures by kind.")
 	for k := range numErrKinds {
-		fmt.Fprintf(w, "nymph_relay_errors_total{kind=%q} %d\n", errKindNames[k], st.Errors[errKindNames[k]])
+		p.Int("nymph_relay_errors_total", promtext.Label("kind", errKindNames[k]), st.Errors[errKindNames[k]])
 	}
 	const h = "nymph_relay_upstream_seconds"
-	fmt.Fprintf(w, "# HELP %s Upstream request latency.\n# TYPE %s histogram\n", h, h)
+	p.Family(h, "histogram", "Upstream request latency.")
 	for i := range m.latCounts {
 		label := bucketLabel(i)
-		fmt.Fprintf(w, "%s_bucket{le=%q} %d\n", h, label, st.Upstream.Buckets[label])
+		p.Int(h+"_bucket", promtext.Label("le", label), st.Upstream.Buckets[label])
 	}
-	fmt.Fprintf(w, "%s_sum %s\n%s_count %d\n", h, fmtFloat(st.Upstream.SumSeconds), h, st.Upstream.Count)
-}
-
-func fmtFloat(v float64) string {
-	if math.IsInf(v, 0) || math.IsNaN(v) {
-		return "0"
-	}
-	return strconv.FormatFloat(v, 'g', -1, 64)
+	p.Float(h+"_sum", "", st.Upstream.SumSeconds)
+	p.Int(h+"_count", "", st.Upstream.Count)
 }
 
 // Handler serves /metrics (Prometheus text) and /status (JSON).

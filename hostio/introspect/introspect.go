@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nymphd/nymph/hostio/promtext"
 	"github.com/nymphd/nymph/wirecore/daemon"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
@@ -195,27 +196,25 @@ func timeOrNil(t time.Time) *time.Time {
 
 func writeMetrics(w io.Writer, s Snapshot) {
 	st, c := s.Status, s.Status.Counters
-	counter := func(name, help string, v uint64) {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", name, help, name, name, v)
-	}
-	counter("nymph_hellos_total", "Hellos sent.", c.Hellos)
-	counter("nymph_hello_errors_total", "Hellos that failed.", c.HelloErrors)
-	counter("nymph_polls_total", "Polls sent.", c.Polls)
-	counter("nymph_poll_errors_total", "Polls that failed (transport error or non-2xx).", c.PollErrors)
-	counter("nymph_commands_total", "Commands received.", c.Commands)
-	counter("nymph_commands_skipped_total", "Commands logged and skipped.", c.Skipped)
-	counter("nymph_setups_total", "Setup scripts run.", c.Setups)
-	counter("nymph_acks_failed_total", "Acks that could not be posted.", c.AcksFailed)
-	counter("nymph_results_failed_total", "Exec results that could not be posted.", c.ResultsFailed)
+	p := promtext.Writer{W: w}
+	p.Counter("nymph_hellos_total", "Hellos sent.", c.Hellos)
+	p.Counter("nymph_hello_errors_total", "Hellos that failed.", c.HelloErrors)
+	p.Counter("nymph_polls_total", "Polls sent.", c.Polls)
+	p.Counter("nymph_poll_errors_total", "Polls that failed (transport error or non-2xx).", c.PollErrors)
+	p.Counter("nymph_commands_total", "Commands received.", c.Commands)
+	p.Counter("nymph_commands_skipped_total", "Commands logged and skipped.", c.Skipped)
+	p.Counter("nymph_setups_total", "Setup scripts run.", c.Setups)
+	p.Counter("nymph_acks_failed_total", "Acks that could not be posted.", c.AcksFailed)
+	p.Counter("nymph_results_failed_total", "Exec results that could not be posted.", c.ResultsFailed)
 
-	fmt.Fprint(w, "# HELP nymph_execs_total Execs finished, by outcome.\n# TYPE nymph_execs_total counter\n")
+	p.Family("nymph_execs_total", "counter", "Execs finished, by outcome.")
 	for _, o := range []struct {
 		label string
 		v     uint64
 	}{{"ok", c.ExecsOK}, {"nonzero", c.ExecsNonZero}, {"timeout", c.ExecsTimedOut}, {"failed", c.ExecsFailed}} {
-		fmt.Fprintf(w, "nymph_execs_total{outcome=%q} %d\n", o.label, o.v)
+		p.Int("nymph_execs_total", promtext.Label("outcome", o.label), o.v)
 	}
-	fmt.Fprint(w, "# HELP nymph_runs_total Runs finished, by outcome.\n# TYPE nymph_runs_total counter\n")
+	p.Family("nymph_runs_total", "counter", "Runs finished, by outcome.")
 	outcomes := map[string]uint64{wire.StateSucceeded: 0, wire.StateFailed: 0, wire.StateKilled: 0}
 	for k, v := range s.RunOutcomes {
 		outcomes[k] = v
@@ -226,17 +225,19 @@ func writeMetrics(w io.Writer, s Snapshot) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		fmt.Fprintf(w, "nymph_runs_total{outcome=%q} %d\n", k, outcomes[k])
+		p.Int("nymph_runs_total", promtext.Label("outcome", k), outcomes[k])
 	}
 
-	fmt.Fprint(w, "# HELP nymph_in_flight Work running now, by kind.\n# TYPE nymph_in_flight gauge\n")
-	setup := 0
+	p.Family("nymph_in_flight", "gauge", "Work running now, by kind.")
+	setup := uint64(0)
 	if st.SetupRunning {
 		setup = 1
 	}
-	fmt.Fprintf(w, "nymph_in_flight{kind=\"exec\"} %d\nnymph_in_flight{kind=\"run\"} %d\nnymph_in_flight{kind=\"setup\"} %d\n",
-		st.ExecsRunning, st.RunsRunning, setup)
-	fmt.Fprintf(w, "# HELP nymph_held Execs and runs waiting for a permit.\n# TYPE nymph_held gauge\nnymph_held %d\n", st.Held)
-	fmt.Fprintf(w, "# HELP nymph_backoff_seconds Wait armed after a failed hello or poll.\n# TYPE nymph_backoff_seconds gauge\nnymph_backoff_seconds %g\n", s.BackoffS)
-	fmt.Fprintf(w, "# HELP nymph_state Current run-state (1 for the current one).\n# TYPE nymph_state gauge\nnymph_state{state=%q} 1\n", st.State)
+	p.Int("nymph_in_flight", promtext.Label("kind", "exec"), uint64(st.ExecsRunning))
+	p.Int("nymph_in_flight", promtext.Label("kind", "run"), uint64(st.RunsRunning))
+	p.Int("nymph_in_flight", promtext.Label("kind", "setup"), setup)
+	p.Gauge("nymph_held", "Execs and runs waiting for a permit.", float64(st.Held))
+	p.Gauge("nymph_backoff_seconds", "Wait armed after a failed hello or poll.", s.BackoffS)
+	p.Family("nymph_state", "gauge", "Current run-state (1 for the current one).")
+	p.Int("nymph_state", promtext.Label("state", st.State), 1)
 }
