@@ -62,10 +62,9 @@ type Plane struct {
 	execs map[string]*ExecRecord
 
 	// finished lists finished execs and invocations in the order they
-	// finished, for Retain; forgotten counts invOrder entries whose
-	// invocation is gone (compacted once they are half of it).
-	finished  []finishedRef
-	forgotten int
+	// finished, for Retain. invOrder keeps the ids of forgotten ones until
+	// they are half of it.
+	finished []finishedRef
 
 	parked map[RequestID]*parked
 	// pollOrder lists parked polls in the order they parked (entries of

@@ -61,9 +61,8 @@ func (p *Plane) forgetFinished(now time.Time) {
 		}
 	}
 	p.finished = p.finished[n:]
-	if p.forgotten > 0 && p.forgotten >= len(p.invOrder)/2 {
+	if forgotten := len(p.invOrder) - len(p.invocations); forgotten > 0 && forgotten >= len(p.invOrder)/2 {
 		p.invOrder = slices.DeleteFunc(p.invOrder, func(id string) bool { return p.invocations[id] == nil })
-		p.forgotten = 0
 	}
 }
 
@@ -82,7 +81,6 @@ func (p *Plane) forgetInvocation(id string, cutoff time.Time) {
 		return
 	}
 	delete(p.invocations, id)
-	p.forgotten++
 	p.batch.DeleteInvocations = append(p.batch.DeleteInvocations, id)
 }
 
