@@ -55,7 +55,7 @@ func New(opt Options) *Runner {
 		opt.BaseEnv = os.Environ()
 	}
 	if opt.MinPollInterval <= 0 {
-		opt.MinPollInterval = 100 * time.Millisecond
+		opt.MinPollInterval = runners.DefaultMinPollInterval
 	}
 	return &Runner{opt: opt}
 }
@@ -117,11 +117,11 @@ func (r *Runner) Run(ctx context.Context, inv runners.Invocation) runners.Outcom
 }
 
 func (r *Runner) pollInterval(cfg *wire.KubeConfig) time.Duration {
-	d := DefaultPollInterval
-	if cfg != nil && cfg.PollIntervalS != nil && *cfg.PollIntervalS > 0 {
-		d = time.Duration(float64(*cfg.PollIntervalS) * float64(time.Second))
+	var s *wire.Float
+	if cfg != nil {
+		s = cfg.PollIntervalS
 	}
-	return max(d, r.opt.MinPollInterval)
+	return runners.PollInterval(s, DefaultPollInterval, r.opt.MinPollInterval)
 }
 
 // follow polls the phase until the Pod ends or ctx is cancelled.

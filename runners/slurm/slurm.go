@@ -61,7 +61,7 @@ func New(opt Options) *Runner {
 		opt.BaseEnv = os.Environ()
 	}
 	if opt.MinPollInterval <= 0 {
-		opt.MinPollInterval = 100 * time.Millisecond
+		opt.MinPollInterval = runners.DefaultMinPollInterval
 	}
 	return &Runner{opt: opt}
 }
@@ -208,11 +208,11 @@ func (r *Runner) Run(ctx context.Context, inv runners.Invocation) runners.Outcom
 }
 
 func (r *Runner) pollInterval(inv runners.Invocation) time.Duration {
-	d := DefaultPollInterval
-	if c := inv.Run.RunConfig.Slurm; c != nil && c.PollIntervalS != nil && *c.PollIntervalS > 0 {
-		d = time.Duration(float64(*c.PollIntervalS) * float64(time.Second))
+	var s *wire.Float
+	if c := inv.Run.RunConfig.Slurm; c != nil {
+		s = c.PollIntervalS
 	}
-	return max(d, r.opt.MinPollInterval)
+	return runners.PollInterval(s, DefaultPollInterval, r.opt.MinPollInterval)
 }
 
 // follow polls the job until it ends or ctx is cancelled (then scancel).
