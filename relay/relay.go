@@ -224,11 +224,22 @@ var errNotLoopback = errors.New("the status listener must be a loopback address"
 // bound a reply pipe is closed after each reply, as DESIGN's contract has
 // it, which costs an open(2) per reply rather than an EMFILE.
 func keptPipeBound() int64 {
-	var lim unix.Rlimit
-	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) != nil || lim.Cur == unix.RLIM_INFINITY {
+	lim, ok := openFileLimit()
+	if !ok {
 		return 0
 	}
-	return max(int64(lim.Cur)-int64(lim.Cur/4)-reservedFDs, 0)
+	// At least 1: zero would mean no bound at all.
+	return max(lim-lim/4-reservedFDs, 1)
+}
+
+// openFileLimit is RLIMIT_NOFILE's soft limit (which Go raises to the hard
+// one at start); false when unknown or unlimited.
+func openFileLimit() (int64, bool) {
+	var lim unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) != nil || lim.Cur == unix.RLIM_INFINITY {
+		return 0, false
+	}
+	return int64(lim.Cur), true
 }
 
 // reservedFDs is kept free of pipes for everything else the relay opens.
@@ -249,9 +260,9 @@ func (rl *Relay) keepReplyFD() bool {
 // and replies: with 20,000 descriptors, 10,000 idle pairs and 5,000
 // HTTP/1.1 requests in flight fit together.
 func upstreamConnBound() int {
-	var lim unix.Rlimit
-	if unix.Getrlimit(unix.RLIMIT_NOFILE, &lim) != nil || lim.Cur == unix.RLIM_INFINITY {
+	lim, ok := openFileLimit()
+	if !ok {
 		return 0
 	}
-	return max(int(lim.Cur/4), 16)
+	return int(max(lim/4, 16))
 }
