@@ -74,8 +74,7 @@ func (p *pump) take(b []byte) int {
 	n := copy(b, (*p.in)[p.inOff:p.inEnd])
 	p.inOff += n
 	if p.inOff == p.inEnd {
-		inPool.Put(p.in)
-		p.in, p.inOff, p.inEnd = nil, 0, 0
+		p.dropBuffer()
 	}
 	return n
 }
@@ -227,7 +226,13 @@ func (p *pump) readHeader() (int64, bool) {
 // (stall), the stall timer is armed just before a wait, so a frame whose
 // bytes are all there sets no timer at all.
 func (p *pump) readSome(b []byte, stall bool) (int, error) {
-	p.rd = readCall{dst: b, stall: stall, wait: true}
+	return p.readPipe(readCall{dst: b, stall: stall, wait: true})
+}
+
+// readPipe carries out one readCall through the poller.
+func (p *pump) readPipe(rc readCall) (int, error) {
+	b := rc.dst
+	p.rd = rc
 	err := p.raw.Read(p.readFn)
 	n, rerr := p.rd.n, p.rd.err
 	p.rd.dst = nil
@@ -296,9 +301,8 @@ func (p *pump) dropBuffer() {
 // dropEmptyBuffer gives back an input buffer taken for a read that found
 // nothing.
 func (p *pump) dropEmptyBuffer() {
-	if p.in != nil && p.buffered() == 0 {
-		inPool.Put(p.in)
-		p.in, p.inOff, p.inEnd = nil, 0, 0
+	if p.buffered() == 0 {
+		p.dropBuffer()
 	}
 }
 
@@ -330,8 +334,8 @@ func (p *pump) Read(b []byte) (int, error) {
 // chunks and a relay under load finish first and cost no watcher. A
 // daemon gives up on a request only after its own timeout, well past the
 // long-poll's wait, so noticing that this much later cancels the upstream
-// call this much later and changes nothing else: a reply that comes back
-// meanwhile is still dropped (see peekByte).
+// call this much later and changes nothing else: a raw reply that comes back
+// meanwhile is still dropped (see peekNext).
 const watchAfter = 100 * time.Millisecond
 
 // callWatch is what a call in progress shares with the pump's watcher.
@@ -416,16 +420,8 @@ func (p *pump) peekNext() bool {
 	if p.buffered() > 0 {
 		return true
 	}
-	p.rd = readCall{}
-	_ = p.raw.Read(p.readFn)
-	n := p.rd.n
-	if n <= 0 {
-		p.dropEmptyBuffer()
-		return false
-	}
-	p.inOff, p.inEnd = 0, n
-	p.rl.metrics.bytesIn.Add(uint64(n))
-	return true
+	_, err := p.readPipe(readCall{}) // one attempt: EAGAIN is an error
+	return err == nil
 }
 
 func (p *pump) discard(buf []byte) error {
