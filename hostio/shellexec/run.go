@@ -166,18 +166,31 @@ func exitCode(err error) (int, error) {
 	return wire.ExitSpawnFailed, fmt.Errorf("wait: %w", err)
 }
 
-// StopGroup sends SIGTERM to the process group pgid, gives the group up to
-// grace to exit, then sends SIGKILL to whatever is left of it. waited
-// delivers the result of waiting for the group leader; StopGroup consumes
-// it. It returns once the leader has been reaped.
-func StopGroup(pgid int, waited <-chan error, grace time.Duration) {
+// WaitOrStop waits for cmd, started as the leader of its own process
+// group. If ctx ends first it calls onStop (when set; a runner's own
+// stop, such as `docker stop`) and stops the group as a timed-out exec's
+// is stopped: SIGTERM, up to grace, SIGKILL. It reports whether it stopped
+// the group, and otherwise what Wait returned.
+func WaitOrStop(ctx context.Context, cmd *exec.Cmd, grace time.Duration, onStop func()) (stopped bool, err error) {
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	select {
+	case err := <-waited:
+		return false, err
+	case <-ctx.Done():
+	}
+	if onStop != nil {
+		onStop()
+	}
 	gone := make(chan struct{})
 	go func() { <-waited; close(gone) }()
-	stopGroup(pgid, gone, grace)
+	stopGroup(cmd.Process.Pid, gone, grace)
+	return true, nil
 }
 
-// stopGroup is StopGroup for a caller that closes leaderGone once the
-// leader is reaped.
+// stopGroup sends SIGTERM to the process group pgid, gives the group up to
+// grace to exit, then sends SIGKILL to whatever is left of it. leaderGone
+// is closed once the leader is reaped; stopGroup returns after that.
 func stopGroup(pgid int, leaderGone <-chan struct{}, grace time.Duration) {
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
 	deadline := time.NewTimer(grace)

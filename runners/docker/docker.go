@@ -228,17 +228,11 @@ func (r *Runner) runClient(ctx context.Context, inv runners.Invocation, env []st
 	}
 	logged := out.Start()
 	log.Info("container starting", "image", inv.Run.RunConfig.Image, "runtime", r.runtime)
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-	select {
-	case exited = <-waited:
-	case <-ctx.Done():
-		r.stop(inv.Workdir, env, log)
-		shellexec.StopGroup(cmd.Process.Pid, waited, r.opt.KillGrace)
-		out.Drain(logged, r.opt.DrainGrace)
+	stopped, exited := shellexec.WaitOrStop(ctx, cmd, r.opt.KillGrace, func() { r.stop(inv.Workdir, env, log) })
+	out.Drain(logged, r.opt.DrainGrace)
+	if stopped {
 		return nil, errKilled
 	}
-	out.Drain(logged, r.opt.DrainGrace)
 	var ee *exec.ExitError
 	if exited != nil && !errors.As(exited, &ee) {
 		return nil, fmt.Errorf("docker runner: wait: %w", exited)

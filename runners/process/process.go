@@ -135,16 +135,9 @@ func (r *Runner) runChild(ctx context.Context, inv runners.Invocation, argv []st
 	logged := out.Start()
 	log.Info("child started", "pid", cmd.Process.Pid, "argv0", argv[0])
 
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-	killed := false
-	select {
-	case exited = <-waited:
-	case <-ctx.Done():
+	killed, exited := shellexec.WaitOrStop(ctx, cmd, r.opt.KillGrace, func() {
 		log.Info("shutdown grace expired; stopping child", "pid", cmd.Process.Pid)
-		shellexec.StopGroup(cmd.Process.Pid, waited, r.opt.KillGrace)
-		killed = true
-	}
+	})
 	out.Drain(logged, r.opt.DrainGrace)
 	if killed {
 		return nil, errKilled
