@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -145,16 +146,43 @@ func poll(ts *testscript.TestScript, neg bool, what string, ok func() bool) {
 	ts.Fatalf("%s: not reached after %s", what, waitDeadline)
 }
 
-// cmdFreePort sets VAR to a free loopback TCP port.
+// handedOut holds every port freeport has given to any script of this run.
+// The kernel hands a just-closed ephemeral port straight back to the next
+// bind, so two freeport calls in a row (a serve port and a status port) could
+// otherwise name the same port, and the second listener fails to bind.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// cmdFreePort sets VAR to a free loopback TCP port that no script of this run
+// has been given before.
 func cmdFreePort(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 1 {
 		ts.Fatalf("usage: freeport VAR")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	ts.Check(err)
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	ts.Setenv(args[0], strconv.Itoa(port))
+	// Hold every listener until a fresh port turns up, so the kernel cannot
+	// hand the same one back on the next try.
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}()
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for range 64 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		ts.Check(err)
+		held = append(held, l)
+		port := l.Addr().(*net.TCPAddr).Port
+		if !handedOut.ports[port] {
+			handedOut.ports[port] = true
+			ts.Setenv(args[0], strconv.Itoa(port))
+			return
+		}
+	}
+	ts.Fatalf("freeport: no port not handed out already after 64 tries")
 }
 
 // cmdSigterm sends SIGTERM to the pid written in PIDFILE (testscript's own
