@@ -3,6 +3,7 @@ package testscripts
 import (
 	"bufio"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -146,43 +147,61 @@ func poll(ts *testscript.TestScript, neg bool, what string, ok func() bool) {
 	ts.Fatalf("%s: not reached after %s", what, waitDeadline)
 }
 
-// handedOut holds every port freeport has given to any script of this run.
-// The kernel hands a just-closed ephemeral port straight back to the next
-// bind, so two freeport calls in a row (a serve port and a status port) could
-// otherwise name the same port, and the second listener fails to bind.
+// handedOut holds every port freeport has given to any script of this run,
+// so two calls in a row (a serve port and a status port) never name the
+// same one.
 var handedOut = struct {
 	sync.Mutex
 	ports map[int]bool
 }{ports: map[int]bool{}}
 
 // cmdFreePort sets VAR to a free loopback TCP port that no script of this run
-// has been given before.
+// has been given before. The port comes from below the kernel's ephemeral
+// range: a port from ":0" is free only until the next outgoing connection
+// (a daemon dialling serve) takes it as its source port, which can happen
+// before the script's server binds it.
 func cmdFreePort(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 1 {
 		ts.Fatalf("usage: freeport VAR")
 	}
-	// Hold every listener until a fresh port turns up, so the kernel cannot
-	// hand the same one back on the next try.
-	var held []net.Listener
-	defer func() {
-		for _, l := range held {
-			l.Close()
-		}
-	}()
 	handedOut.Lock()
 	defer handedOut.Unlock()
-	for range 64 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		ts.Check(err)
-		held = append(held, l)
-		port := l.Addr().(*net.TCPAddr).Port
-		if !handedOut.ports[port] {
-			handedOut.ports[port] = true
-			ts.Setenv(args[0], strconv.Itoa(port))
-			return
+	lo, hi := 20000, ephemeralLow()
+	for range 256 {
+		port := lo + rand.IntN(hi-lo)
+		if handedOut.ports[port] {
+			continue
 		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		handedOut.ports[port] = true
+		ts.Setenv(args[0], strconv.Itoa(port))
+		return
 	}
-	ts.Fatalf("freeport: no port not handed out already after 64 tries")
+	ts.Fatalf("freeport: no free port in [%d, %d) after 256 tries", lo, hi)
+}
+
+// ephemeralLow is the first port the kernel may pick as a source port, or
+// 32768 (Linux's default) when it cannot be read or leaves no room below
+// it; freeport's bind check and handedOut still hold then.
+func ephemeralLow() int {
+	const fallback = 32768
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return fallback
+	}
+	fields := strings.Fields(string(data))
+	if len(fields) == 0 {
+		return fallback
+	}
+	low, err := strconv.Atoi(fields[0])
+	if err != nil || low <= 21000 {
+		return fallback
+	}
+	return low
 }
 
 // cmdSigterm sends SIGTERM to the pid written in PIDFILE (testscript's own
