@@ -23,6 +23,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/nymphd/nymph/wirecore/plane"
@@ -139,6 +140,35 @@ var migrations = []string{
 		at_ns   INTEGER NOT NULL,
 		PRIMARY KEY (exec_id, off)
 	) WITHOUT ROWID;`,
+	renameRunConfigKeys(),
+}
+
+// renameRunConfigKeys is migration 2. Version 1 stored an invocation's
+// run_config sections under their Go field names; they now carry the wire's
+// key names. encoding/json matches keys case-insensitively, so one-word keys
+// ("Slurm", "Partition") still load as they are, but these five would be
+// dropped on load, and a restarted plane would run the invocation without
+// them. Docs are stored as BLOBs, which SQLite's JSON functions would take
+// for JSONB, hence the casts; "->" hands json_set the value as JSON, so an
+// object or a number stays one.
+func renameRunConfigKeys() string {
+	renames := []struct{ from, to string }{
+		{`$.run_config.Slurm.NtasksPerNode`, `$.run_config.Slurm."ntasks-per-node"`},
+		{`$.run_config.Slurm.CPUsPerTask`, `$.run_config.Slurm."cpus-per-task"`},
+		{`$.run_config.Slurm.PollIntervalS`, `$.run_config.Slurm.poll_interval_s`},
+		{`$.run_config.Kube.PollIntervalS`, `$.run_config.Kube.poll_interval_s`},
+		// The inner key first: the outer rename moves the object it is in.
+		{`$.run_config.Docker.RegistryAuth.PasswordEnv`, `$.run_config.Docker.RegistryAuth.password_env`},
+		{`$.run_config.Docker.RegistryAuth`, `$.run_config.Docker.registry_auth`},
+	}
+	var b strings.Builder
+	for _, r := range renames {
+		fmt.Fprintf(&b, `UPDATE invocations
+		SET doc = json_remove(json_set(CAST(doc AS TEXT), '%[2]s', CAST(doc AS TEXT) -> '%[1]s'), '%[1]s')
+		WHERE json_type(CAST(doc AS TEXT), '%[1]s') IS NOT NULL;
+	`, r.from, r.to)
+	}
+	return b.String()
 }
 
 func (s *Store) migrate(ctx context.Context) error {

@@ -3,9 +3,12 @@ package sqlstore
 import (
 	"bytes"
 	"context"
+	"database/sql"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -462,5 +465,61 @@ func TestDeleteForgottenRecords(t *testing.T) {
 	}
 	if data, err := s.ReadChunks(ctx, "e1", 0, 1<<20); err != nil || len(data) != 0 {
 		t.Errorf("log of e1 after delete = %q, %v; want nothing", data, err)
+	}
+}
+
+// A database of schema version 1 kept run_config under Go field names;
+// migration 2 renames the ones encoding/json would no longer match, and
+// leaves a current doc as it is.
+func TestVersion1RunConfigKeysSurvive(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	path := filepath.Join(dir, FileName)
+	db, err := sql.Open("sqlite", dsn(path, "immediate"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy := `{"id":"i-old","seq":1,"queue":"default","function":{"module":"m","qualname":"f"},
+		"run_config":{"Runner":"slurm","Image":"img",
+			"Docker":{"Network":"host","Env":null,"Volumes":null,"Args":null,
+				"RegistryAuth":{"Server":"reg","Username":"u","Password":"","PasswordEnv":"REG_PW"}},
+			"Slurm":{"Partition":"gpu","Time":"","Gres":"","Nodes":"","NtasksPerNode":"4","CPUsPerTask":"8","Mem":"","PollIntervalS":0.5},
+			"Kube":{"Namespace":"ns","PollIntervalS":2}},
+		"state":"queued","created_at":"2026-01-02T03:04:05Z"}`
+	current := plane.InvocationRecord{ID: "i-new", Seq: 2, Queue: "default", Function: wire.Function{Module: "m", Qualname: "g"},
+		RunConfig: wire.RunConfig{Runner: "slurm", Slurm: &wire.SlurmConfig{NtasksPerNode: "2"}},
+		State:     plane.InvocationQueued, CreatedAt: t0}
+	currentDoc, err := json.Marshal(current)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.ExecContext(ctx, migrations[0]+`
+		INSERT INTO invocations (id, seq, state, doc) VALUES ('i-old', 1, 'queued', CAST(? AS BLOB)), ('i-new', 2, 'queued', ?);
+		PRAGMA user_version = 1;`, legacy, currentDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	s := open(t, dir)
+	snap, err := s.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]wire.RunConfig{}
+	for _, inv := range snap.Invocations {
+		got[inv.ID] = inv.RunConfig
+	}
+	half, two := wire.Float(0.5), wire.Float(2)
+	want := map[string]wire.RunConfig{
+		"i-old": {Runner: "slurm", Image: "img",
+			Docker: &wire.DockerConfig{Network: "host",
+				RegistryAuth: &wire.RegistryAuth{Server: "reg", Username: "u", PasswordEnv: "REG_PW"}},
+			Slurm: &wire.SlurmConfig{Partition: "gpu", NtasksPerNode: "4", CPUsPerTask: "8", PollIntervalS: &half},
+			Kube:  &wire.KubeConfig{Namespace: "ns", PollIntervalS: &two}},
+		"i-new": current.RunConfig,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("run configs after migration (-want +got):\n%s", diff)
 	}
 }
