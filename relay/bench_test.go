@@ -125,7 +125,9 @@ func (c *pipeClient) roundTrip() error {
 }
 
 // BenchmarkThroughput sends small frames across 1, 100 and 1,000 pairs,
-// and the same requests straight to the same upstream, in one run.
+// through the relay with its default transport (inlinehttp for this
+// cleartext upstream) and with net/http's, and the same requests straight
+// to the same upstream, in one run.
 //
 //	go test -run '^$' -bench Throughput -benchtime 20000x ./relay/
 func BenchmarkThroughput(b *testing.B) { benchThroughput(b, plainUpstream) }
@@ -137,44 +139,53 @@ func BenchmarkThroughput(b *testing.B) { benchThroughput(b, plainUpstream) }
 //	go test -run '^$' -bench ThroughputTLS -benchtime 20000x ./relay/
 func BenchmarkThroughputTLS(b *testing.B) { benchThroughput(b, tlsUpstream) }
 
-// An upstreamKind starts a local upstream and says how to make a client
-// that trusts it.
-type upstreamKind func(b *testing.B) (srv *httptest.Server, client func() *http.Client)
+// An upstreamKind starts a local upstream and names the clients to reach
+// it: the relay's, by variant name (nil: the relay's default), and a
+// direct daemon's.
+type upstreamKind func(b *testing.B) (srv *httptest.Server, relay map[string]*http.Client, direct func() *http.Client)
 
-func plainUpstream(b *testing.B) (*httptest.Server, func() *http.Client) {
-	return benchPlane(b), func() *http.Client { return NewClient(0) }
+func plainUpstream(b *testing.B) (*httptest.Server, map[string]*http.Client, func() *http.Client) {
+	return benchPlane(b), map[string]*http.Client{"relay": nil, "relay-nethttp": NewClient(0)},
+		func() *http.Client { return NewClient(0) }
 }
 
-func tlsUpstream(b *testing.B) (*httptest.Server, func() *http.Client) {
+func tlsUpstream(b *testing.B) (*httptest.Server, map[string]*http.Client, func() *http.Client) {
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(answerAtOnce))
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
 	b.Cleanup(srv.Close)
 	roots := srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
-	return srv, func() *http.Client {
+	client := func() *http.Client {
 		c := NewClient(0)
 		c.Transport.(*http.Transport).TLSClientConfig.RootCAs = roots
 		return c
 	}
+	return srv, map[string]*http.Client{"relay": client()}, client
 }
 
 func benchThroughput(b *testing.B, kind upstreamKind) {
 	for _, pairs := range []int{1, 100, 1000} {
-		b.Run(fmt.Sprintf("pairs=%d/relay", pairs), func(b *testing.B) {
-			srv, client := kind(b)
-			prefix := b.TempDir()
-			for i := range pairs {
-				makePair(b, filepath.Join(prefix, fmt.Sprintf("m%04d", i)), "")
-			}
-			startRelay(b, prefix, srv.URL, func(c *Config) { c.Client = client() })
-			clients := make([]*pipeClient, pairs)
-			for i := range clients {
-				clients[i] = newPipeClient(b, filepath.Join(prefix, fmt.Sprintf("m%04d", i)))
-			}
-			runSpread(b, pairs, func(i int) error { return clients[i].roundTrip() })
-		})
+		for _, variant := range []string{"relay", "relay-nethttp"} {
+			b.Run(fmt.Sprintf("pairs=%d/%s", pairs, variant), func(b *testing.B) {
+				srv, relayClients, _ := kind(b)
+				client, ok := relayClients[variant]
+				if !ok {
+					b.Skip("no such variant for this upstream")
+				}
+				prefix := b.TempDir()
+				for i := range pairs {
+					makePair(b, filepath.Join(prefix, fmt.Sprintf("m%04d", i)), "")
+				}
+				startRelay(b, prefix, srv.URL, func(c *Config) { c.Client = client })
+				clients := make([]*pipeClient, pairs)
+				for i := range clients {
+					clients[i] = newPipeClient(b, filepath.Join(prefix, fmt.Sprintf("m%04d", i)))
+				}
+				runSpread(b, pairs, func(i int) error { return clients[i].roundTrip() })
+			})
+		}
 		b.Run(fmt.Sprintf("pairs=%d/direct", pairs), func(b *testing.B) {
-			srv, client := kind(b)
+			srv, _, client := kind(b)
 			// One client per daemon: separate daemons share no connection.
 			clients := make([]*http.Client, pairs)
 			for i := range clients {

@@ -48,7 +48,8 @@ type Config struct {
 	PipeBudget int64
 
 	Logger *slog.Logger
-	// Client's Transport carries every upstream request (nil: NewClient's).
+	// Client's Transport carries every upstream request (nil: the
+	// default, see defaultTransport).
 	// Its redirect policy, jar and timeout are not used: the relay never
 	// follows a redirect, and UpstreamTimeout bounds each request.
 	Client *http.Client
@@ -102,13 +103,12 @@ func New(cfg Config) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	client := cfg.Client
-	if client == nil {
-		client = NewClient(upstreamConnBound())
-	}
-	transport := client.Transport
-	if transport == nil {
-		transport = http.DefaultTransport
+	transport := defaultTransport(base, upstreamConnBound(), http.ProxyFromEnvironment)
+	if cfg.Client != nil {
+		transport = cfg.Client.Transport
+		if transport == nil {
+			transport = http.DefaultTransport
+		}
 	}
 	hard, cancel := context.WithCancel(context.Background())
 	rl := &Relay{
@@ -165,9 +165,13 @@ func (rl *Relay) Run(ctx context.Context) error {
 	d.scanAll()
 	close(rl.ready)
 	rl.log.Info("relay: watching", "prefix", rl.root.path, "upstream", rl.up.base.String(),
+		"transport", fmt.Sprintf("%T", rl.up.transport),
 		"pumps", rl.metrics.pumps.Load(), "spool_dirs", rl.metrics.spoolDirs.Load())
 	d.loop(ctx)
 	rl.shutdown(d)
+	if t, ok := rl.up.transport.(interface{ CloseIdleConnections() }); ok {
+		t.CloseIdleConnections()
+	}
 	return nil
 }
 

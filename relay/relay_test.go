@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nymphd/nymph/hostio/inlinehttp"
+	"github.com/nymphd/nymph/relay/policy"
 	"github.com/nymphd/nymph/wirecore/frame"
 	"github.com/nymphd/nymph/wirecore/wire"
 	"golang.org/x/sys/unix"
@@ -644,6 +647,35 @@ func TestReplyPipesKeptWithinTheBudget(t *testing.T) {
 		}
 		if kept := rl.replyFDs.Load(); kept != 1 {
 			t.Fatalf("round %d: %d reply pipes kept, want 1", round, kept)
+		}
+	}
+}
+
+// A cleartext upstream reached without a proxy gets the inline HTTP/1.1
+// transport; https (for HTTP/2) and a proxied upstream get net/http's.
+func TestDefaultTransportByUpstream(t *testing.T) {
+	noProxy := func(*http.Request) (*url.URL, error) { return nil, nil }
+	viaProxy := func(*http.Request) (*url.URL, error) { return url.Parse("http://proxy.invalid:3128") }
+	for _, c := range []struct {
+		upstream string
+		proxy    func(*http.Request) (*url.URL, error)
+		inline   bool
+	}{
+		{"http://127.0.0.1:8383", noProxy, true},
+		{"http://cp.internal/base", noProxy, true},
+		{"https://cp.example", noProxy, false},
+		{"http://cp.internal", viaProxy, false},
+	} {
+		base, err := policy.ParseBase(c.upstream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := defaultTransport(base, 16, c.proxy)
+		_, inline := tr.(*inlinehttp.Transport)
+		_, nethttp := tr.(*http.Transport)
+		if inline != c.inline || inline == nethttp {
+			via, _ := c.proxy(nil)
+			t.Errorf("%s (proxy %v): transport %T, want inline=%v", c.upstream, via, tr, c.inline)
 		}
 	}
 }
