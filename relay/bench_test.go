@@ -1,12 +1,15 @@
 package relay
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -87,6 +90,62 @@ func answerAtOnce(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte("ok"))
 }
 
+// benchUpstreamEnv makes the test binary serve answerAtOnce instead of
+// running tests: benchPlaneProcess starts it so.
+const benchUpstreamEnv = "NYMPH_RELAY_BENCH_UPSTREAM"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(benchUpstreamEnv) != "" {
+		serveBenchUpstream()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// serveBenchUpstream listens on a loopback port, prints its URL and serves
+// until its stdin closes (the benchmark ended or died).
+func serveBenchUpstream() {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Printf("http://%s\n", ln.Addr())
+	go func() {
+		io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+	}()
+	http.Serve(ln, http.HandlerFunc(answerAtOnce))
+}
+
+// benchPlaneProcess is benchPlane in a process of its own (this test
+// binary, re-run), and returns its URL.
+func benchPlaneProcess(b *testing.B) string {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), benchUpstreamEnv+"=1")
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		stdin.Close()
+		cmd.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		b.Fatalf("bench upstream: %v", err)
+	}
+	return strings.TrimSpace(line)
+}
+
 // pipeClient is a daemon keeping its pair open between requests.
 type pipeClient struct {
 	resp, req *os.File
@@ -139,17 +198,30 @@ func BenchmarkThroughput(b *testing.B) { benchThroughput(b, plainUpstream) }
 //	go test -run '^$' -bench ThroughputTLS -benchtime 20000x ./relay/
 func BenchmarkThroughputTLS(b *testing.B) { benchThroughput(b, tlsUpstream) }
 
+// BenchmarkThroughputSeparateUpstream is BenchmarkThroughput with the
+// upstream in a process of its own, as a real control plane is: every
+// hop to it is then a wake-up of another process, not a goroutine of the
+// same scheduler.
+//
+//	go test -run '^$' -bench ThroughputSeparateUpstream -benchtime 20000x ./relay/
+func BenchmarkThroughputSeparateUpstream(b *testing.B) { benchThroughput(b, separateUpstream) }
+
 // An upstreamKind starts a local upstream and names the clients to reach
 // it: the relay's, by variant name (nil: the relay's default), and a
 // direct daemon's.
-type upstreamKind func(b *testing.B) (srv *httptest.Server, relay map[string]*http.Client, direct func() *http.Client)
+type upstreamKind func(b *testing.B) (url string, relay map[string]*http.Client, direct func() *http.Client)
 
-func plainUpstream(b *testing.B) (*httptest.Server, map[string]*http.Client, func() *http.Client) {
-	return benchPlane(b), map[string]*http.Client{"relay": nil, "relay-nethttp": NewClient(0)},
+func plainUpstream(b *testing.B) (string, map[string]*http.Client, func() *http.Client) {
+	return benchPlane(b).URL, map[string]*http.Client{"relay": nil, "relay-nethttp": NewClient(0)},
 		func() *http.Client { return NewClient(0) }
 }
 
-func tlsUpstream(b *testing.B) (*httptest.Server, map[string]*http.Client, func() *http.Client) {
+func separateUpstream(b *testing.B) (string, map[string]*http.Client, func() *http.Client) {
+	return benchPlaneProcess(b), map[string]*http.Client{"relay": nil, "relay-nethttp": NewClient(0)},
+		func() *http.Client { return NewClient(0) }
+}
+
+func tlsUpstream(b *testing.B) (string, map[string]*http.Client, func() *http.Client) {
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(answerAtOnce))
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
@@ -160,14 +232,14 @@ func tlsUpstream(b *testing.B) (*httptest.Server, map[string]*http.Client, func(
 		c.Transport.(*http.Transport).TLSClientConfig.RootCAs = roots
 		return c
 	}
-	return srv, map[string]*http.Client{"relay": client()}, client
+	return srv.URL, map[string]*http.Client{"relay": client()}, client
 }
 
 func benchThroughput(b *testing.B, kind upstreamKind) {
 	for _, pairs := range []int{1, 100, 1000} {
 		for _, variant := range []string{"relay", "relay-nethttp"} {
 			b.Run(fmt.Sprintf("pairs=%d/%s", pairs, variant), func(b *testing.B) {
-				srv, relayClients, _ := kind(b)
+				url, relayClients, _ := kind(b)
 				client, ok := relayClients[variant]
 				if !ok {
 					b.Skip("no such variant for this upstream")
@@ -176,7 +248,7 @@ func benchThroughput(b *testing.B, kind upstreamKind) {
 				for i := range pairs {
 					makePair(b, filepath.Join(prefix, fmt.Sprintf("m%04d", i)), "")
 				}
-				startRelay(b, prefix, srv.URL, func(c *Config) { c.Client = client })
+				startRelay(b, prefix, url, func(c *Config) { c.Client = client })
 				clients := make([]*pipeClient, pairs)
 				for i := range clients {
 					clients[i] = newPipeClient(b, filepath.Join(prefix, fmt.Sprintf("m%04d", i)))
@@ -185,14 +257,14 @@ func benchThroughput(b *testing.B, kind upstreamKind) {
 			})
 		}
 		b.Run(fmt.Sprintf("pairs=%d/direct", pairs), func(b *testing.B) {
-			srv, _, client := kind(b)
+			url, _, client := kind(b)
 			// One client per daemon: separate daemons share no connection.
 			clients := make([]*http.Client, pairs)
 			for i := range clients {
 				clients[i] = client()
 			}
 			body := envelope(b, "/v1/daemon/ack", "bench-1", bytes.Repeat([]byte("a"), 100))
-			runSpread(b, pairs, func(i int) error { return postDirect(clients[i], srv.URL+"/v1/daemon/ack", body) })
+			runSpread(b, pairs, func(i int) error { return postDirect(clients[i], url+"/v1/daemon/ack", body) })
 		})
 	}
 }
@@ -253,11 +325,18 @@ func runSpread(b *testing.B, workers int, call func(worker int) error) {
 // same request sent directly, and reports the ratio of their mean times.
 //
 //	go test -run '^$' -bench LatencyRatio -benchtime 5000x ./relay/
-func BenchmarkLatencyRatio(b *testing.B) {
-	srv := benchPlane(b)
+func BenchmarkLatencyRatio(b *testing.B) { latencyRatio(b, benchPlane(b).URL) }
+
+// BenchmarkLatencyRatioSeparateUpstream is BenchmarkLatencyRatio with the
+// upstream in a process of its own.
+//
+//	go test -run '^$' -bench LatencyRatioSeparateUpstream -benchtime 5000x ./relay/
+func BenchmarkLatencyRatioSeparateUpstream(b *testing.B) { latencyRatio(b, benchPlaneProcess(b)) }
+
+func latencyRatio(b *testing.B, url string) {
 	prefix := b.TempDir()
 	makePair(b, filepath.Join(prefix, "m"), "")
-	startRelay(b, prefix, srv.URL, nil)
+	startRelay(b, prefix, url, nil)
 	pc := newPipeClient(b, filepath.Join(prefix, "m"))
 	client := NewClient(0)
 	body := envelope(b, "/v1/daemon/ack", "bench-1", bytes.Repeat([]byte("a"), 100))
@@ -269,7 +348,7 @@ func BenchmarkLatencyRatio(b *testing.B) {
 			b.Fatal(err)
 		}
 		t1 := time.Now()
-		if err := postDirect(client, srv.URL+"/v1/daemon/ack", body); err != nil {
+		if err := postDirect(client, url+"/v1/daemon/ack", body); err != nil {
 			b.Fatal(err)
 		}
 		viaRelay += t1.Sub(t0)
