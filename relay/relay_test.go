@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -676,6 +677,44 @@ func TestDefaultTransportByUpstream(t *testing.T) {
 		if inline != c.inline || inline == nethttp {
 			via, _ := c.proxy(nil)
 			t.Errorf("%s (proxy %v): transport %T, want inline=%v", c.upstream, via, tr, c.inline)
+		}
+	}
+}
+
+// A control plane that restarts behind the relay closes the connections
+// the relay keeps for reuse; the next frames go out on new ones, with no
+// relay_error for the daemon.
+func TestUpstreamRestartCostsNoFrame(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	first := &http.Server{Handler: http.HandlerFunc(answerAtOnce)}
+	go first.Serve(ln)
+	prefix := t.TempDir()
+	makePair(t, filepath.Join(prefix, "m1"), "")
+	startRelay(t, prefix, "http://"+addr, nil)
+	d := daemonSide{dir: filepath.Join(prefix, "m1")}
+	ack := func(id string) wire.RelayReply {
+		return decodeReply(t, d.roundTrip(t, envelope(t, "/v1/daemon/ack", id, []byte("x"))))
+	}
+	if rep := ack("a-1"); rep.Status != 200 || rep.RelayError != nil {
+		t.Fatalf("before the restart: %+v", rep)
+	}
+
+	first.Close() // closes the listener and the relay's kept connection
+	ln2, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("the port was taken before the plane could restart on it: %v", err)
+	}
+	second := &http.Server{Handler: http.HandlerFunc(answerAtOnce)}
+	go second.Serve(ln2)
+	t.Cleanup(func() { second.Close() })
+	time.Sleep(20 * time.Millisecond) // let the close reach the relay's side
+	for i := range 3 {
+		if rep := ack(fmt.Sprintf("a-%d", i+2)); rep.Status != 200 || rep.RelayError != nil {
+			t.Fatalf("frame %d after the restart: %+v", i+1, rep)
 		}
 	}
 }
