@@ -193,7 +193,9 @@ func BenchmarkThroughput(b *testing.B) { benchThroughput(b, plainUpstream) }
 
 // BenchmarkThroughputTLS is BenchmarkThroughput over HTTPS with HTTP/2, the
 // production setting: the relay's pumps share a few multiplexed
-// connections, while each direct daemon has a connection of its own.
+// connections (a transport per 100 requests in flight, as the relay's
+// default does, and one transport for comparison), while each direct
+// daemon has a connection of its own.
 //
 //	go test -run '^$' -bench ThroughputTLS -benchtime 20000x ./relay/
 func BenchmarkThroughputTLS(b *testing.B) { benchThroughput(b, tlsUpstream) }
@@ -227,17 +229,23 @@ func tlsUpstream(b *testing.B) (string, map[string]*http.Client, func() *http.Cl
 	srv.StartTLS()
 	b.Cleanup(srv.Close)
 	roots := srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
-	client := func() *http.Client {
-		c := NewClient(0)
-		c.Transport.(*http.Transport).TLSClientConfig.RootCAs = roots
-		return c
+	transport := func() *http.Transport {
+		t := newTransport(0)
+		t.TLSClientConfig.RootCAs = roots
+		return t
 	}
-	return srv.URL, map[string]*http.Client{"relay": client()}, client
+	client := func() *http.Client { return &http.Client{Transport: transport()} }
+	// "relay" is the relay's default for https, but trusting the test's
+	// certificate; "relay-1transport" is one transport for every pump.
+	return srv.URL, map[string]*http.Client{
+		"relay":            {Transport: newTransportPool(0, func(int) *http.Transport { return transport() })},
+		"relay-1transport": client(),
+	}, client
 }
 
 func benchThroughput(b *testing.B, kind upstreamKind) {
 	for _, pairs := range []int{1, 100, 1000} {
-		for _, variant := range []string{"relay", "relay-nethttp"} {
+		for _, variant := range []string{"relay", "relay-nethttp", "relay-1transport"} {
 			b.Run(fmt.Sprintf("pairs=%d/%s", pairs, variant), func(b *testing.B) {
 				url, relayClients, _ := kind(b)
 				client, ok := relayClients[variant]

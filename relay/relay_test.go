@@ -653,7 +653,8 @@ func TestReplyPipesKeptWithinTheBudget(t *testing.T) {
 }
 
 // A cleartext upstream reached without a proxy gets the inline HTTP/1.1
-// transport; https (for HTTP/2) and a proxied upstream get net/http's.
+// transport; https (for HTTP/2) and a proxied upstream get a pool of
+// net/http's.
 func TestDefaultTransportByUpstream(t *testing.T) {
 	noProxy := func(*http.Request) (*url.URL, error) { return nil, nil }
 	viaProxy := func(*http.Request) (*url.URL, error) { return url.Parse("http://proxy.invalid:3128") }
@@ -673,7 +674,7 @@ func TestDefaultTransportByUpstream(t *testing.T) {
 		}
 		tr := defaultTransport(base, 16, c.proxy)
 		_, inline := tr.(*inlinehttp.Transport)
-		_, nethttp := tr.(*http.Transport)
+		_, nethttp := tr.(*transportPool)
 		if inline != c.inline || inline == nethttp {
 			via, _ := c.proxy(nil)
 			t.Errorf("%s (proxy %v): transport %T, want inline=%v", c.upstream, via, tr, c.inline)

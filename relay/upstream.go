@@ -56,14 +56,18 @@ func (u *upstream) authorization() []string {
 var defaultContentTypeHeader = []string{defaultContentType}
 
 // defaultTransport is what carries the relay's requests when Config names
-// no client. A cleartext upstream reached without a proxy gets
-// inlinehttp's transport: a pump waits for its one request anyway, so the
-// request and response are written and read on the pump's goroutine, which
-// saves the two goroutine hand-offs per frame of net/http's Transport (a
-// fifth of a small frame's round trip). Anything else (https, whose
-// HTTP/2 lets thousands of parked long-polls share a few connections, or a
-// proxy from the environment) gets NewClient's transport.
-// proxy is http.ProxyFromEnvironment outside tests.
+// no client; proxy is http.ProxyFromEnvironment outside tests.
+//
+// A cleartext upstream reached without a proxy gets inlinehttp's
+// transport: a pump waits for its one request anyway, so the request and
+// response are written and read on the pump's goroutine, which saves the
+// two goroutine hand-offs per frame of net/http's Transport (a fifth of a
+// small frame's round trip).
+//
+// Anything else (https, whose HTTP/2 lets thousands of parked long-polls
+// share a few connections, or a proxy from the environment) gets
+// net/http's Transport, as many of them as keep each one's requests in
+// flight under a connection's stream limit (transportPool).
 func defaultTransport(base policy.Base, maxConns int, proxy func(*http.Request) (*url.URL, error)) http.RoundTripper {
 	u := base.URL("/")
 	if u.Scheme == "http" {
@@ -71,21 +75,19 @@ func defaultTransport(base policy.Base, maxConns int, proxy func(*http.Request) 
 			return inlinehttp.New(inlinehttp.Options{MaxConns: maxConns})
 		}
 	}
-	return NewClient(maxConns).Transport
+	return newTransportPool(maxConns, newTransport)
 }
 
-// NewClient returns the HTTP client a relay uses for an https or proxied
-// upstream when none is given: one pool of keep-alive connections, HTTP/2
-// over TLS (so thousands of parked long-polls share a few connections and
-// file descriptors), and redirects returned rather than followed so the
-// relay's bearer never leaves the upstream's origin.
+// newTransport is net/http's Transport as the relay uses it: one pool of
+// keep-alive connections, HTTP/2 over TLS, sized for thousands of requests
+// in flight.
 //
-// maxConns bounds the connections to the upstream (0: no bound). Over
+// maxConns bounds its connections to the upstream (0: no bound). Over
 // HTTP/1.1 every request in flight holds a connection and an fd; past the
 // bound requests queue for one instead of failing with EMFILE and starving
 // the pipes of descriptors.
-func NewClient(maxConns int) *http.Client {
-	tr := &http.Transport{
+func newTransport(maxConns int) *http.Transport {
+	return &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		ForceAttemptHTTP2:     true,
@@ -97,8 +99,15 @@ func NewClient(maxConns int) *http.Client {
 		IdleConnTimeout:       90 * time.Second,
 		ExpectContinueTimeout: time.Second,
 	}
+}
+
+// NewClient returns an HTTP client on one newTransport (maxConns as there),
+// for a caller that sets Config.Client, say to add its own roots of trust.
+// Redirects are returned rather than followed, so the relay's bearer never
+// leaves the upstream's origin.
+func NewClient(maxConns int) *http.Client {
 	return &http.Client{
-		Transport: tr,
+		Transport: newTransport(maxConns),
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},
