@@ -25,11 +25,11 @@ const perTransport = 100
 // transportPool carries each request on the first of its transports with
 // fewer than perTransport requests in flight, adding a transport when all
 // are full. Filling the first ones first keeps their connections busy and
-// lets the later ones' go idle and close.
+// lets the later ones' connections go idle and close.
 type transportPool struct {
-	build    func(maxConns int) *http.Transport
-	perConns int // each transport's connection bound (0: none)
-	maxPools int // bound on transports (0: none)
+	build         func(maxConns int) *http.Transport
+	perConns      int // each transport's connection bound (0: none)
+	maxTransports int // bound on transports (0: none)
 
 	all atomic.Pointer[[]*pooledTransport] // grows only; read without the lock
 	mu  sync.Mutex                         // serialises growth
@@ -57,8 +57,8 @@ func (pt *pooledTransport) open() { pt.opened.Do(func() { close(pt.connected) })
 func newTransportPool(maxConns int, build func(maxConns int) *http.Transport) *transportPool {
 	p := &transportPool{build: build}
 	if maxConns > 0 {
-		p.maxPools = max(1, maxConns/perTransport)
-		p.perConns = max(1, maxConns/p.maxPools)
+		p.maxTransports = max(1, maxConns/perTransport)
+		p.perConns = max(1, maxConns/p.maxTransports)
 	}
 	p.all.Store(&[]*pooledTransport{})
 	return p
@@ -115,7 +115,7 @@ func (p *transportPool) grow(seen int) *pooledTransport {
 	if len(all) != seen {
 		return nil
 	}
-	if p.maxPools > 0 && len(all) >= p.maxPools {
+	if p.maxTransports > 0 && len(all) >= p.maxTransports {
 		least := all[0]
 		for _, pt := range all[1:] {
 			if pt.inFlight.Load() < least.inFlight.Load() {
