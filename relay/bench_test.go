@@ -214,30 +214,41 @@ func BenchmarkThroughputSeparateUpstream(b *testing.B) { benchThroughput(b, sepa
 type upstreamKind func(b *testing.B) (url string, relay map[string]*http.Client, direct func() *http.Client)
 
 func plainUpstream(b *testing.B) (string, map[string]*http.Client, func() *http.Client) {
-	return benchPlane(b).URL, map[string]*http.Client{"relay": nil, "relay-nethttp": NewClient(0)},
-		func() *http.Client { return NewClient(0) }
+	return cleartextUpstream(benchPlane(b).URL)
 }
 
 func separateUpstream(b *testing.B) (string, map[string]*http.Client, func() *http.Client) {
-	return benchPlaneProcess(b), map[string]*http.Client{"relay": nil, "relay-nethttp": NewClient(0)},
+	return cleartextUpstream(benchPlaneProcess(b))
+}
+
+// cleartextUpstream names the clients for an http:// upstream at url: the
+// relay's default (inlinehttp) and net/http's, for comparison.
+func cleartextUpstream(url string) (string, map[string]*http.Client, func() *http.Client) {
+	return url, map[string]*http.Client{"relay": nil, "relay-nethttp": NewClient(0)},
 		func() *http.Client { return NewClient(0) }
 }
 
-func tlsUpstream(b *testing.B) (string, map[string]*http.Client, func() *http.Client) {
+// tlsPlane is benchPlane over HTTPS with HTTP/2; transport makes a relay
+// transport that trusts its certificate.
+func tlsPlane(tb testing.TB) (url string, transport func() *http.Transport) {
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(answerAtOnce))
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
-	b.Cleanup(srv.Close)
+	tb.Cleanup(srv.Close)
 	roots := srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
-	transport := func() *http.Transport {
+	return srv.URL, func() *http.Transport {
 		t := newTransport(0)
 		t.TLSClientConfig.RootCAs = roots
 		return t
 	}
+}
+
+func tlsUpstream(b *testing.B) (string, map[string]*http.Client, func() *http.Client) {
+	url, transport := tlsPlane(b)
 	client := func() *http.Client { return &http.Client{Transport: transport()} }
 	// "relay" is the relay's default for https, but trusting the test's
 	// certificate; "relay-1transport" is one transport for every pump.
-	return srv.URL, map[string]*http.Client{
+	return url, map[string]*http.Client{
 		"relay":            {Transport: newTransportPool(0, func(int) *http.Transport { return transport() })},
 		"relay-1transport": client(),
 	}, client

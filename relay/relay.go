@@ -105,12 +105,14 @@ func New(cfg Config) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	transport := defaultTransport(base, upstreamConnBound(), http.ProxyFromEnvironment)
-	if cfg.Client != nil {
+	var transport http.RoundTripper
+	switch {
+	case cfg.Client == nil:
+		transport = defaultTransport(base, upstreamConnBound(), http.ProxyFromEnvironment)
+	case cfg.Client.Transport == nil:
+		transport = http.DefaultTransport
+	default:
 		transport = cfg.Client.Transport
-		if transport == nil {
-			transport = http.DefaultTransport
-		}
 	}
 	hard, cancel := context.WithCancel(context.Background())
 	rl := &Relay{

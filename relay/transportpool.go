@@ -38,14 +38,14 @@ type transportPool struct {
 type pooledTransport struct {
 	t        *http.Transport
 	inFlight atomic.Int32
-	// connected is closed once the transport's first request has its
-	// connection (or ended without one). Until then the others wait:
+	// connected is closed once the transport's first request (the one it
+	// was made for) has its connection, or ended without one. Until then
+	// the others wait:
 	// net/http dials a connection per request that finds none, before it
 	// knows the first one speaks HTTP/2, so a thousand pumps starting at
 	// once would cost the upstream a thousand TLS handshakes where a few
 	// connections will do.
 	connected chan struct{}
-	first     atomic.Bool
 	opened    sync.Once
 }
 
@@ -65,8 +65,8 @@ func newTransportPool(maxConns int, build func(maxConns int) *http.Transport) *t
 }
 
 func (p *transportPool) RoundTrip(req *http.Request) (*http.Response, error) {
-	pt := p.take()
-	if pt.first.CompareAndSwap(false, true) {
+	pt, made := p.take()
+	if made {
 		defer pt.open()
 		trace := &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { pt.open() }}
 		req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
@@ -87,19 +87,20 @@ func (p *transportPool) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// take picks a transport and counts the request in it.
-func (p *transportPool) take() *pooledTransport {
+// take picks a transport and counts the request in it; made says the
+// transport was made for this request.
+func (p *transportPool) take() (pt *pooledTransport, made bool) {
 	for {
 		all := *p.all.Load()
 		for _, pt := range all {
 			for n := pt.inFlight.Load(); n < perTransport; n = pt.inFlight.Load() {
 				if pt.inFlight.CompareAndSwap(n, n+1) {
-					return pt
+					return pt, false
 				}
 			}
 		}
-		if pt := p.grow(len(all)); pt != nil {
-			return pt
+		if pt, made := p.grow(len(all)); pt != nil {
+			return pt, made
 		}
 	}
 }
@@ -108,12 +109,12 @@ func (p *transportPool) take() *pooledTransport {
 // caller grew the pool since it was read with seen transports (then the
 // caller looks again) or the pool is at its bound (then the least busy
 // transport takes the request over its share).
-func (p *transportPool) grow(seen int) *pooledTransport {
+func (p *transportPool) grow(seen int) (pt *pooledTransport, made bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	all := *p.all.Load()
 	if len(all) != seen {
-		return nil
+		return nil, false
 	}
 	if p.maxTransports > 0 && len(all) >= p.maxTransports {
 		least := all[0]
@@ -123,17 +124,14 @@ func (p *transportPool) grow(seen int) *pooledTransport {
 			}
 		}
 		least.inFlight.Add(1)
-		return least
+		return least, false
 	}
-	pt := &pooledTransport{t: p.build(p.perConns), connected: make(chan struct{})}
+	pt = &pooledTransport{t: p.build(p.perConns), connected: make(chan struct{})}
 	pt.inFlight.Store(1)
 	grown := append(append(make([]*pooledTransport, 0, len(all)+1), all...), pt)
 	p.all.Store(&grown)
-	return pt
+	return pt, true
 }
-
-// transports reports how many transports the pool made.
-func (p *transportPool) transports() int { return len(*p.all.Load()) }
 
 // CloseIdleConnections closes every transport's idle connections.
 func (p *transportPool) CloseIdleConnections() {

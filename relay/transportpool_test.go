@@ -23,6 +23,21 @@ func (p *transportPool) counts() (total int32, each []int32) {
 	return total, each
 }
 
+// transports reports how many transports the pool made.
+func (p *transportPool) transports() int { return len(*p.all.Load()) }
+
+// postThrough posts an empty request to url through p and reads the reply.
+func postThrough(t *testing.T, p *transportPool, url string) {
+	req, _ := http.NewRequest(http.MethodPost, url, nil)
+	resp, err := p.RoundTrip(req)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+}
+
 // parkRequests sends n requests through p to an upstream that holds them
 // until release is called, and waits until the upstream holds want of them.
 func parkRequests(t *testing.T, p *transportPool, n, want int) (release func(), done *sync.WaitGroup) {
@@ -43,14 +58,7 @@ func parkRequests(t *testing.T, p *transportPool, n, want int) (release func(), 
 		done.Add(1)
 		go func() {
 			defer done.Done()
-			req, _ := http.NewRequest(http.MethodPost, srv.URL, nil)
-			resp, err := p.RoundTrip(req)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
+			postThrough(t, p, srv.URL)
 		}()
 	}
 	for deadline := time.Now().Add(deadline); arrived.Load() < int32(want); time.Sleep(5 * time.Millisecond) {
@@ -128,15 +136,10 @@ func TestTransportPoolCountsFailedRequestsOut(t *testing.T) {
 // share (HTTP/2): fifty requests at once cost the upstream one handshake,
 // not fifty.
 func TestTransportPoolDialsOnceForABurst(t *testing.T) {
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(answerAtOnce))
-	srv.EnableHTTP2 = true
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	roots := srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+	url, transport := tlsPlane(t)
 	var dials atomic.Int32
-	p := newTransportPool(0, func(maxConns int) *http.Transport {
-		tr := newTransport(maxConns)
-		tr.TLSClientConfig.RootCAs = roots
+	p := newTransportPool(0, func(int) *http.Transport {
+		tr := transport()
 		dial := tr.DialContext
 		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 			dials.Add(1)
@@ -150,14 +153,7 @@ func TestTransportPoolDialsOnceForABurst(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req, _ := http.NewRequest(http.MethodPost, srv.URL, nil)
-			resp, err := p.RoundTrip(req)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
+			postThrough(t, p, url)
 		}()
 	}
 	wg.Wait()

@@ -273,13 +273,6 @@ func (t *Transport) CloseIdleConnections() {
 	closeAll(idle)
 }
 
-// IdleConns is how many connections are kept for reuse.
-func (t *Transport) IdleConns() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.idle)
-}
-
 func (t *Transport) release() {
 	if t.slots != nil {
 		<-t.slots

@@ -53,12 +53,37 @@ func call(t *testing.T, tr *Transport, url, body string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return fmt.Sprintf("%d %s", resp.StatusCode, readReply(t, resp))
+}
+
+// readReply reads a response body whole and closes it.
+func readReply(t *testing.T, resp *http.Response) []byte {
+	t.Helper()
 	data, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fmt.Sprintf("%d %s", resp.StatusCode, data)
+	return data
+}
+
+// streamedRequest posts payload as a reader of known length that is not a
+// *bytes.Reader, so the body is streamed rather than sent from memory.
+func streamedRequest(t *testing.T, url string, payload []byte) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, io.MultiReader(bytes.NewReader(payload)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = int64(len(payload))
+	return req
+}
+
+// idleConns is how many connections tr keeps for reuse.
+func (t *Transport) idleConns() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.idle)
 }
 
 func echo(w http.ResponseWriter, r *http.Request) {
@@ -77,7 +102,7 @@ func TestRequestsReuseOneConnection(t *testing.T) {
 	if n := u.accepted.Load(); n != 1 {
 		t.Fatalf("%d connections for 5 sequential requests, want 1", n)
 	}
-	if n := tr.IdleConns(); n != 1 {
+	if n := tr.idleConns(); n != 1 {
 		t.Fatalf("%d idle connections, want 1", n)
 	}
 }
@@ -116,7 +141,7 @@ func TestCancelInterruptsAQuietUpstream(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("cancel took %v", d)
 	}
-	if n := tr.IdleConns(); n != 0 {
+	if n := tr.idleConns(); n != 0 {
 		t.Fatalf("an interrupted connection was kept (%d idle)", n)
 	}
 }
@@ -140,7 +165,7 @@ func TestCancelDuringTheBodyClosesTheConnection(t *testing.T) {
 		t.Fatal("read a body past the cancel")
 	}
 	resp.Body.Close()
-	if n := tr.IdleConns(); n != 0 {
+	if n := tr.idleConns(); n != 0 {
 		t.Fatalf("an interrupted connection was kept (%d idle)", n)
 	}
 }
@@ -189,15 +214,15 @@ func TestUnreadOrClosingResponsesAreNotReused(t *testing.T) {
 	}
 	resp.Body.Read(make([]byte, 10))
 	resp.Body.Close()
-	if n := tr.IdleConns(); n != 0 {
+	if n := tr.idleConns(); n != 0 {
 		t.Fatalf("a connection with an unread body was kept (%d idle)", n)
 	}
 	call(t, tr, u.URL+"/close", "")
-	if n := tr.IdleConns(); n != 0 {
+	if n := tr.idleConns(); n != 0 {
 		t.Fatalf("a connection the upstream closes was kept (%d idle)", n)
 	}
 	call(t, tr, u.URL+"/full", "")
-	if n := tr.IdleConns(); n != 1 {
+	if n := tr.idleConns(); n != 1 {
 		t.Fatalf("%d idle after a whole body, want 1", n)
 	}
 }
@@ -224,26 +249,17 @@ func TestChunkedReplyAndLargeStreamedRequest(t *testing.T) {
 		}
 	})
 	payload := bytes.Repeat([]byte("0123456789abcdef"), 1<<19) // 8 MiB
-	req, err := http.NewRequest(http.MethodPost, u.URL, io.MultiReader(bytes.NewReader(payload)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.ContentLength = int64(len(payload))
 	tr := New(Options{})
-	resp, err := tr.RoundTrip(req)
+	resp, err := tr.RoundTrip(streamedRequest(t, u.URL, payload))
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := readReply(t, resp)
 	want := fmt.Sprintf("len=%d %d sum=%x", len(payload), len(payload), sha256.Sum256(payload))
 	if string(data) != want || len(resp.TransferEncoding) == 0 {
 		t.Fatalf("reply %q (transfer %v), want %q chunked", data, resp.TransferEncoding, want)
 	}
-	if n := tr.IdleConns(); n != 1 {
+	if n := tr.idleConns(); n != 1 {
 		t.Fatalf("%d idle after a chunked reply, want 1", n)
 	}
 }
@@ -262,11 +278,11 @@ func TestIdleConnectionsExpire(t *testing.T) {
 	if n := u.accepted.Load(); n != 2 {
 		t.Fatalf("%d connections, want 2: the one idle past the timeout is not reused", n)
 	}
-	if n := tr.IdleConns(); n != 1 {
+	if n := tr.idleConns(); n != 1 {
 		t.Fatalf("%d idle, want 1", n)
 	}
 	tr.CloseIdleConnections()
-	if n := tr.IdleConns(); n != 0 {
+	if n := tr.idleConns(); n != 0 {
 		t.Fatalf("%d idle after CloseIdleConnections", n)
 	}
 }
@@ -318,22 +334,15 @@ func TestAnswerBeforeTheBodyIsReturned(t *testing.T) {
 		io.WriteString(w, "body over 1 KiB")
 	})
 	tr := New(Options{})
-	payload := bytes.Repeat([]byte("x"), 64<<20)
-	req, err := http.NewRequest(http.MethodPost, u.URL, io.MultiReader(bytes.NewReader(payload)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.ContentLength = int64(len(payload))
-	resp, err := tr.RoundTrip(req)
+	resp, err := tr.RoundTrip(streamedRequest(t, u.URL, bytes.Repeat([]byte("x"), 64<<20)))
 	if err != nil {
 		t.Fatalf("round trip: %v, want the upstream's 413", err)
 	}
-	data, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	data := readReply(t, resp)
 	if resp.StatusCode != http.StatusRequestEntityTooLarge || string(data) != "body over 1 KiB" {
 		t.Fatalf("reply %d %q", resp.StatusCode, data)
 	}
-	if n := tr.IdleConns(); n != 0 {
+	if n := tr.idleConns(); n != 0 {
 		t.Fatalf("kept a connection whose request was cut off (%d idle)", n)
 	}
 }
