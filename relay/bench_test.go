@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/nymphd/nymph/wirecore/frame"
+	"github.com/nymphd/nymph/wirecore/wire"
 )
 
 // procStatus reads a "VmRSS"-style field of /proc/self/status in bytes.
@@ -90,13 +91,15 @@ func answerAtOnce(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte("ok"))
 }
 
-// benchUpstreamEnv makes the test binary serve answerAtOnce instead of
-// running tests: benchPlaneProcess starts it so.
+// benchUpstreamEnv makes the test binary serve as an upstream instead of
+// running tests: benchPlaneProcess starts it so. Its value names the
+// server: "minimal" for minimalServer, anything else for net/http's with
+// answerAtOnce.
 const benchUpstreamEnv = "NYMPH_RELAY_BENCH_UPSTREAM"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(benchUpstreamEnv) != "" {
-		serveBenchUpstream()
+	if kind := os.Getenv(benchUpstreamEnv); kind != "" {
+		serveBenchUpstream(kind)
 		return
 	}
 	os.Exit(m.Run())
@@ -104,7 +107,7 @@ func TestMain(m *testing.M) {
 
 // serveBenchUpstream listens on a loopback port, prints its URL and serves
 // until its stdin closes (the benchmark ended or died).
-func serveBenchUpstream() {
+func serveBenchUpstream(kind string) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -115,14 +118,19 @@ func serveBenchUpstream() {
 		io.Copy(io.Discard, os.Stdin)
 		os.Exit(0)
 	}()
+	if kind == "minimal" {
+		new(minimalServer).serve(ln)
+		return
+	}
 	http.Serve(ln, http.HandlerFunc(answerAtOnce))
 }
 
-// benchPlaneProcess is benchPlane in a process of its own (this test
-// binary, re-run), and returns its URL.
-func benchPlaneProcess(b *testing.B) string {
+// benchPlaneProcess is benchPlane, or minimalPlane when kind is
+// "minimal", in a process of its own (this test binary, re-run), and
+// returns its URL.
+func benchPlaneProcess(b *testing.B, kind string) string {
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), benchUpstreamEnv+"=1")
+	cmd.Env = append(os.Environ(), benchUpstreamEnv+"="+kind)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -151,6 +159,7 @@ type pipeClient struct {
 	resp, req *os.File
 	frame     []byte
 	buf       []byte
+	want      []byte // the first reply, once it was checked to be a 200
 }
 
 func newPipeClient(b *testing.B, dir string) *pipeClient {
@@ -180,16 +189,47 @@ func (c *pipeClient) roundTrip() error {
 			}
 		}
 	}
+	return c.check(c.buf[4:have])
+}
+
+// check holds a reply to what the upstream answers, so a relay_error is
+// never counted as a frame carried. The first reply is decoded and must be
+// a 200; every later one must be the same bytes (the request never
+// changes, nor does its id).
+func (c *pipeClient) check(reply []byte) error {
+	if c.want != nil {
+		if !bytes.Equal(reply, c.want) {
+			return fmt.Errorf("reply %q, want %q", reply, c.want)
+		}
+		return nil
+	}
+	var r wire.RelayReply
+	if _, err := r.UnmarshalMsg(reply); err != nil {
+		return fmt.Errorf("reply %q: %w", reply, err)
+	}
+	if r.Status != 200 || r.RelayError != nil {
+		return fmt.Errorf("reply: status %d, relay_error %v, body %q", r.Status, r.RelayError, r.Body)
+	}
+	c.want = bytes.Clone(reply)
 	return nil
 }
 
 // BenchmarkThroughput sends small frames across 1, 100 and 1,000 pairs,
 // through the relay with its default transport (inlinehttp for this
 // cleartext upstream) and with net/http's, and the same requests straight
-// to the same upstream, in one run.
+// to the same upstream, in one run. The upstream is minimalPlane in this
+// process, so what is measured is the relay, not the upstream (see
+// minimalServer); the variants below put net/http's server there instead,
+// and the upstream in a process of its own.
 //
-//	go test -run '^$' -bench Throughput -benchtime 20000x ./relay/
-func BenchmarkThroughput(b *testing.B) { benchThroughput(b, plainUpstream) }
+//	go test -run '^$' -bench '^BenchmarkThroughput$' -benchtime 20000x ./relay/
+func BenchmarkThroughput(b *testing.B) { benchThroughput(b, minimalUpstream) }
+
+// BenchmarkThroughputNetHTTPPlane is BenchmarkThroughput against net/http's
+// server (answerAtOnce) in this process, as nymph serve answers.
+//
+//	go test -run '^$' -bench ThroughputNetHTTPPlane -benchtime 20000x ./relay/
+func BenchmarkThroughputNetHTTPPlane(b *testing.B) { benchThroughput(b, netHTTPUpstream) }
 
 // BenchmarkThroughputTLS is BenchmarkThroughput over HTTPS with HTTP/2, the
 // production setting: the relay's pumps share a few multiplexed
@@ -200,25 +240,41 @@ func BenchmarkThroughput(b *testing.B) { benchThroughput(b, plainUpstream) }
 //	go test -run '^$' -bench ThroughputTLS -benchtime 20000x ./relay/
 func BenchmarkThroughputTLS(b *testing.B) { benchThroughput(b, tlsUpstream) }
 
-// BenchmarkThroughputSeparateUpstream is BenchmarkThroughput with the
-// upstream in a process of its own, as a real control plane is: every
-// hop to it is then a wake-up of another process, not a goroutine of the
-// same scheduler.
+// BenchmarkThroughputSeparateUpstream is BenchmarkThroughputNetHTTPPlane
+// with the upstream in a process of its own, as a real control plane is:
+// every hop to it is then a wake-up of another process, not a goroutine of
+// the same scheduler.
 //
-//	go test -run '^$' -bench ThroughputSeparateUpstream -benchtime 20000x ./relay/
+//	go test -run '^$' -bench '^BenchmarkThroughputSeparateUpstream$' -benchtime 20000x ./relay/
 func BenchmarkThroughputSeparateUpstream(b *testing.B) { benchThroughput(b, separateUpstream) }
+
+// BenchmarkThroughputSeparateMinimalUpstream is BenchmarkThroughput with
+// minimalPlane in a process of its own.
+//
+//	go test -run '^$' -bench ThroughputSeparateMinimalUpstream -benchtime 20000x ./relay/
+func BenchmarkThroughputSeparateMinimalUpstream(b *testing.B) {
+	benchThroughput(b, separateMinimalUpstream)
+}
 
 // An upstreamKind starts a local upstream and names the clients to reach
 // it: the relay's, by variant name (nil: the relay's default), and a
 // direct daemon's.
 type upstreamKind func(b *testing.B) (url string, relay map[string]*http.Client, direct func() *http.Client)
 
-func plainUpstream(b *testing.B) (string, map[string]*http.Client, func() *http.Client) {
+func minimalUpstream(b *testing.B) (string, map[string]*http.Client, func() *http.Client) {
+	return cleartextUpstream(minimalPlane(b))
+}
+
+func netHTTPUpstream(b *testing.B) (string, map[string]*http.Client, func() *http.Client) {
 	return cleartextUpstream(benchPlane(b).URL)
 }
 
 func separateUpstream(b *testing.B) (string, map[string]*http.Client, func() *http.Client) {
-	return cleartextUpstream(benchPlaneProcess(b))
+	return cleartextUpstream(benchPlaneProcess(b, "nethttp"))
+}
+
+func separateMinimalUpstream(b *testing.B) (string, map[string]*http.Client, func() *http.Client) {
+	return cleartextUpstream(benchPlaneProcess(b, "minimal"))
 }
 
 // cleartextUpstream names the clients for an http:// upstream at url: the
@@ -288,13 +344,19 @@ func benchThroughput(b *testing.B, kind upstreamKind) {
 	}
 }
 
+// postDirect sends body as a daemon without a relay does; like
+// pipeClient.check, it counts only a 200.
 func postDirect(c *http.Client, url string, body []byte) error {
 	resp, err := c.Post(url, defaultContentType, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
-	io.Copy(io.Discard, resp.Body)
-	return resp.Body.Close()
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err == nil && resp.StatusCode != 200 {
+		err = fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return err
 }
 
 // runSpread runs b.N calls over workers goroutines and reports frames/s.
@@ -342,15 +404,24 @@ func runSpread(b *testing.B, workers int, call func(worker int) error) {
 
 // BenchmarkLatencyRatio alternates one request through the relay and the
 // same request sent directly, and reports the ratio of their mean times.
+// The upstream is minimalPlane, as in BenchmarkThroughput.
 //
 //	go test -run '^$' -bench LatencyRatio -benchtime 5000x ./relay/
-func BenchmarkLatencyRatio(b *testing.B) { latencyRatio(b, benchPlane(b).URL) }
+func BenchmarkLatencyRatio(b *testing.B) { latencyRatio(b, minimalPlane(b)) }
 
-// BenchmarkLatencyRatioSeparateUpstream is BenchmarkLatencyRatio with the
-// upstream in a process of its own.
+// BenchmarkLatencyRatioNetHTTPPlane is BenchmarkLatencyRatio against
+// net/http's server in this process.
+//
+//	go test -run '^$' -bench LatencyRatioNetHTTPPlane -benchtime 5000x ./relay/
+func BenchmarkLatencyRatioNetHTTPPlane(b *testing.B) { latencyRatio(b, benchPlane(b).URL) }
+
+// BenchmarkLatencyRatioSeparateUpstream is BenchmarkLatencyRatioNetHTTPPlane
+// with the upstream in a process of its own.
 //
 //	go test -run '^$' -bench LatencyRatioSeparateUpstream -benchtime 5000x ./relay/
-func BenchmarkLatencyRatioSeparateUpstream(b *testing.B) { latencyRatio(b, benchPlaneProcess(b)) }
+func BenchmarkLatencyRatioSeparateUpstream(b *testing.B) {
+	latencyRatio(b, benchPlaneProcess(b, "nethttp"))
+}
 
 func latencyRatio(b *testing.B, url string) {
 	prefix := b.TempDir()
