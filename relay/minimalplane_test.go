@@ -29,7 +29,7 @@ const minimalReply = "HTTP/1.1 200 OK\r\nContent-Type: application/msgpack\r\nCo
 // per request than parse and answer (header maps, a goroutine per request
 // watching for the client going away), and in the benchmark's own process
 // that work shares the two vCPUs with the relay and the stand-in daemons:
-// against it one pair through the relay carries about half of what it
+// against it one pair through the relay carries less than half of what it
 // does here (BenchmarkThroughputNetHTTPPlane). The direct requests beside
 // the relay's meet the same upstream, so the comparison stays fair.
 //
