@@ -38,6 +38,13 @@ var (
 	errCallAbandoned = errors.New("request abandoned by its daemon")
 )
 
+// errNoAnswer is why an upstream call is cancelled when the relay's
+// upstream timeout passes: the daemon's relay_error then names the
+// deadline.
+func errNoAnswer(timeout time.Duration) error {
+	return fmt.Errorf("no answer within %v: %w", timeout, context.DeadlineExceeded)
+}
+
 // payload is the byte source of one frame's payload: it returns io.EOF
 // once the payload's announced length has been read, and never reads past
 // it, so the next frame stays intact.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -340,7 +339,8 @@ const watchAfter = 100 * time.Millisecond
 
 // callWatch is what a call in progress shares with the pump's watcher.
 type callWatch struct {
-	deadline  time.Time               // the upstream timeout
+	timeout   time.Duration           // the upstream timeout
+	deadline  time.Time               // when it passes
 	cancel    context.CancelCauseFunc // ends the call
 	finished  bool                    // the call returned: do not start
 	abandoned bool                    // the watcher read a byte of a new frame
@@ -354,7 +354,7 @@ type callWatch struct {
 // the pump keeps from frame to frame.
 func (p *pump) await(call func() result, cancel context.CancelCauseFunc, timeout time.Duration, addressed bool) (result, bool) {
 	p.mu.Lock()
-	p.call = callWatch{deadline: time.Now().Add(timeout), cancel: cancel}
+	p.call = callWatch{timeout: timeout, deadline: time.Now().Add(timeout), cancel: cancel}
 	p.mu.Unlock()
 	after := min(watchAfter, timeout)
 	if p.watch == nil {
@@ -410,7 +410,7 @@ func (p *pump) watchCall() {
 	timedOut := !p.call.finished && !p.killed
 	p.mu.Unlock()
 	if timedOut {
-		c.cancel(fmt.Errorf("no answer within %v: %w", p.rl.up.timeout, context.DeadlineExceeded))
+		c.cancel(errNoAnswer(c.timeout))
 	}
 }
 
@@ -456,9 +456,10 @@ func (p *pump) deliver(rep *reply) {
 // the write end stays open from one reply to the next: opening a FIFO
 // (with its checks) per reply was about a third of the relay's own work
 // per frame. A kept end may have gone stale (the pipe was replaced), so
-// EPIPE on it opens the pipe afresh once before the reply is given up. A reply that fits the pipe goes in one write(2), atomic
-// when under PIPE_BUF; the rest waits in the poller with the stall timer,
-// so a daemon that stops reading cannot hold the pump.
+// EPIPE on it opens the pipe afresh once before the reply is given up.
+// A reply that fits the pipe goes in one write(2), atomic when under
+// PIPE_BUF; the rest waits in the poller with the stall timer, so a daemon
+// that stops reading cannot hold the pump.
 func (p *pump) writeReply(out []byte) error {
 	for attempt := 0; ; attempt++ {
 		cached := p.resp >= 0

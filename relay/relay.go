@@ -8,8 +8,8 @@
 // carries them upstream (hostio/inlinehttp on the pump's own goroutine for
 // a cleartext upstream, net/http's HTTP/2 client for https or a proxy), how
 // replies are addressed (by request id when the frame carries one, raw
-// otherwise), and how it shuts down (stop reading, a grace for requests in flight, 503
-// for the rest).
+// otherwise), and how it shuts down (stop reading, a grace for requests in
+// flight, 503 for the rest).
 //
 // It does not create pipes, decode the bodies it forwards, retry, or track
 // daemons: it is a byte-mover with one bearer of its own.

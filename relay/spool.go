@@ -233,7 +233,7 @@ func (s *fileSource) discard([]byte) error { return nil }
 // another; the daemon removes a request it gave up on instead.
 func (s *fileSource) await(call func() result, cancel context.CancelCauseFunc, timeout time.Duration, _ bool) (result, bool) {
 	t := time.AfterFunc(timeout, func() {
-		cancel(fmt.Errorf("no answer within %v: %w", timeout, context.DeadlineExceeded))
+		cancel(errNoAnswer(timeout))
 	})
 	defer t.Stop()
 	return call(), false

@@ -9,9 +9,9 @@
 // writes the request, reads the response head and, through the body,
 // the rest, on its own goroutine.
 //
-// It decides: connection reuse (newest idle first; one the upstream closed
-// while idle is found before use and dropped, one idle past IdleTimeout is
-// closed), a bound on connections in existence (callers queue past it),
+// It decides: connection reuse (per host:port, newest idle first; one the
+// upstream closed while idle is found before use and dropped, one idle past
+// IdleTimeout is closed), a bound on connections in existence (callers queue past it),
 // and that a cancelled request's context interrupts its blocking I/O. It
 // never retries: a request that failed is the caller's to judge.
 //
@@ -52,12 +52,14 @@ type Transport struct {
 	opt   Options
 	slots chan struct{} // a token per connection in existence; nil: no bound
 
-	mu   sync.Mutex
-	idle []*conn // oldest first
+	mu    sync.Mutex
+	idle  map[string][]*conn // by host:port, oldest first
+	nIdle int                // the connections in idle, for MaxIdle
 }
 
 type conn struct {
 	t       *Transport
+	addr    string // host:port, the key in Transport.idle
 	c       net.Conn
 	br      *bufio.Reader
 	bw      *bufio.Writer
@@ -78,7 +80,7 @@ func New(opt Options) *Transport {
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
-	t := &Transport{opt: opt}
+	t := &Transport{opt: opt, idle: map[string][]*conn{}}
 	if opt.MaxConns > 0 {
 		t.slots = make(chan struct{}, opt.MaxConns)
 	}
@@ -187,7 +189,7 @@ func (pc *conn) readResponse(req *http.Request) (*http.Response, error) {
 // conn returns a reusable idle connection, else a new one once the bound
 // allows.
 func (t *Transport) conn(ctx context.Context, addr string) (*conn, error) {
-	for pc := t.popIdle(); pc != nil; pc = t.popIdle() {
+	for pc := t.popIdle(addr); pc != nil; pc = t.popIdle(addr) {
 		if pc.stillOpen() {
 			return pc, nil
 		}
@@ -205,19 +207,20 @@ func (t *Transport) conn(ctx context.Context, addr string) (*conn, error) {
 		t.release()
 		return nil, fmt.Errorf("inlinehttp: %w", err)
 	}
-	return &conn{t: t, c: c, br: bufio.NewReaderSize(c, bufSize), bw: bufio.NewWriterSize(c, bufSize)}, nil
+	return &conn{t: t, addr: addr, c: c, br: bufio.NewReaderSize(c, bufSize), bw: bufio.NewWriterSize(c, bufSize)}, nil
 }
 
-// popIdle takes the newest idle connection, after closing those idle past
-// IdleTimeout (the oldest, at the front).
-func (t *Transport) popIdle() *conn {
+// popIdle takes the newest idle connection to addr, after closing those
+// idle past IdleTimeout.
+func (t *Transport) popIdle(addr string) *conn {
 	t.mu.Lock()
 	expired := t.takeExpiredLocked()
 	var pc *conn
-	if n := len(t.idle); n > 0 {
-		pc = t.idle[n-1]
-		t.idle[n-1] = nil
-		t.idle = t.idle[:n-1]
+	if list := t.idle[addr]; len(list) > 0 {
+		n := len(list)
+		pc = list[n-1]
+		list[n-1] = nil
+		t.setIdleLocked(addr, list[:n-1])
 	}
 	t.mu.Unlock()
 	closeAll(expired)
@@ -228,8 +231,8 @@ func (t *Transport) putIdle(pc *conn) {
 	pc.idledAt = t.opt.Now()
 	t.mu.Lock()
 	expired := t.takeExpiredLocked()
-	if len(t.idle) < t.opt.MaxIdle {
-		t.idle = append(t.idle, pc)
+	if t.nIdle < t.opt.MaxIdle {
+		t.setIdleLocked(pc.addr, append(t.idle[pc.addr], pc))
 		pc = nil
 	}
 	t.mu.Unlock()
@@ -239,21 +242,35 @@ func (t *Transport) putIdle(pc *conn) {
 	}
 }
 
-// takeExpiredLocked removes the connections idle past IdleTimeout. Idle
-// times grow toward the front, so they are a prefix.
+// setIdleLocked makes list addr's idle connections, keeping nIdle.
+func (t *Transport) setIdleLocked(addr string, list []*conn) {
+	t.nIdle += len(list) - len(t.idle[addr])
+	if len(list) == 0 {
+		delete(t.idle, addr)
+		return
+	}
+	t.idle[addr] = list
+}
+
+// takeExpiredLocked removes the connections idle past IdleTimeout. In
+// each address's list idle times grow toward the front, so they are a
+// prefix.
 func (t *Transport) takeExpiredLocked() []*conn {
 	cutoff := t.opt.Now().Add(-t.opt.IdleTimeout)
-	n := 0
-	for n < len(t.idle) && t.idle[n].idledAt.Before(cutoff) {
-		n++
+	var expired []*conn
+	for addr, list := range t.idle {
+		n := 0
+		for n < len(list) && list[n].idledAt.Before(cutoff) {
+			n++
+		}
+		if n == 0 {
+			continue
+		}
+		expired = append(expired, list[:n]...)
+		rest := copy(list, list[n:])
+		clear(list[rest:])
+		t.setIdleLocked(addr, list[:rest])
 	}
-	if n == 0 {
-		return nil
-	}
-	expired := append([]*conn(nil), t.idle[:n]...)
-	rest := copy(t.idle, t.idle[n:])
-	clear(t.idle[rest:])
-	t.idle = t.idle[:rest]
 	return expired
 }
 
@@ -268,9 +285,11 @@ func closeAll(conns []*conn) {
 func (t *Transport) CloseIdleConnections() {
 	t.mu.Lock()
 	idle := t.idle
-	t.idle = nil
+	t.idle, t.nIdle = map[string][]*conn{}, 0
 	t.mu.Unlock()
-	closeAll(idle)
+	for _, list := range idle {
+		closeAll(list)
+	}
 }
 
 func (t *Transport) release() {

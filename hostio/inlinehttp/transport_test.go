@@ -83,7 +83,7 @@ func streamedRequest(t *testing.T, url string, payload []byte) *http.Request {
 func (t *Transport) idleConns() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.idle)
+	return t.nIdle
 }
 
 func echo(w http.ResponseWriter, r *http.Request) {
@@ -104,6 +104,31 @@ func TestRequestsReuseOneConnection(t *testing.T) {
 	}
 	if n := tr.idleConns(); n != 1 {
 		t.Fatalf("%d idle connections, want 1", n)
+	}
+}
+
+// Idle connections are kept per address: a request to one upstream never
+// goes out on a connection to another.
+func TestIdleConnectionsArePerAddress(t *testing.T) {
+	a, b := newUpstream(t, echo), newUpstream(t, echo)
+	tr := New(Options{})
+	for i := range 3 {
+		for _, u := range []*upstream{a, b} {
+			if got, want := call(t, tr, u.URL+"/"+u.Listener.Addr().String(), fmt.Sprint(i)),
+				fmt.Sprintf("200 /%s %d", u.Listener.Addr(), i); got != want {
+				t.Fatalf("reply %q, want %q", got, want)
+			}
+		}
+	}
+	if na, nb := a.accepted.Load(), b.accepted.Load(); na != 1 || nb != 1 {
+		t.Fatalf("connections accepted: %d and %d, want one each", na, nb)
+	}
+	if n := tr.idleConns(); n != 2 {
+		t.Fatalf("%d idle connections, want 2", n)
+	}
+	tr.CloseIdleConnections()
+	if n := tr.idleConns(); n != 0 {
+		t.Fatalf("%d idle connections after CloseIdleConnections, want 0", n)
 	}
 }
 
