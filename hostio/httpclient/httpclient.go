@@ -4,7 +4,10 @@
 // It decides the headers (msgpack both ways, octet-stream for raw log
 // chunks, the bootstrap bearer), the timeouts of the HTTP client, how an
 // endpoint is joined to the base URL, and that the bearer only ever goes to
-// the control plane's own origin. It does not decide what a status means:
+// the control plane's own origin: no redirect is followed, by this client or
+// by the operator's (RefuseRedirect), because a control-plane route never
+// redirects and Go's default policy would carry the bearer to another port
+// or scheme of the same host. It does not decide what a status means:
 // a non-2xx answer comes back as a Response for the caller to judge with
 // transport.Check.
 package httpclient
@@ -45,7 +48,8 @@ type Options struct {
 	// Token is the bootstrap bearer, already read and trimmed; empty sends
 	// no Authorization header.
 	Token string
-	// HTTPClient replaces the default client (tests); its Timeout is kept.
+	// HTTPClient replaces the default client (tests); its Timeout is kept,
+	// its redirect policy replaced by RefuseRedirect.
 	HTTPClient *http.Client
 	Log        *slog.Logger
 }
@@ -77,14 +81,35 @@ func New(opts Options) (*Client, error) {
 	if base.Scheme == "http" && !IsLoopbackHost(base.Hostname()) {
 		log.Warn("server url is plain http to a non-loopback host; the bearer travels unencrypted", "url", base.Redacted())
 	}
-	hc := opts.HTTPClient
-	if hc == nil {
+	var hc http.Client
+	if opts.HTTPClient != nil {
+		hc = *opts.HTTPClient
+	} else {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.IdleConnTimeout = IdleConnTimeout
 		tr.MaxIdleConnsPerHost = 16
-		hc = &http.Client{Transport: tr, Timeout: RequestTimeout}
+		hc = http.Client{Transport: tr, Timeout: RequestTimeout}
 	}
-	return &Client{base: base, token: opts.Token, client: hc}, nil
+	hc.CheckRedirect = RefuseRedirect
+	return &Client{base: base, token: opts.Token, client: &hc}, nil
+}
+
+// ErrRedirect marks a redirect answer that was not followed.
+var ErrRedirect = errors.New("redirects are not followed")
+
+// RefuseRedirect is an http.Client CheckRedirect that follows no redirect,
+// with an error naming the status and the Location, so an operator can
+// point the URL at the address that actually answers. Go's default policy
+// would send the bearer along to the same host on another port or scheme.
+func RefuseRedirect(req *http.Request, via []*http.Request) error {
+	from, status := "the server", 0
+	if len(via) > 0 {
+		from = via[len(via)-1].URL.Redacted()
+	}
+	if req.Response != nil {
+		status = req.Response.StatusCode
+	}
+	return fmt.Errorf("%s answered %d with Location %s: %w (set the server URL to the address that answers)", from, status, req.URL.Redacted(), ErrRedirect)
 }
 
 // ReadToken reads a token file and trims surrounding whitespace. An empty

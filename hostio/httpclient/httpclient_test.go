@@ -3,6 +3,7 @@ package httpclient
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -193,5 +194,43 @@ func TestReadTokenTrims(t *testing.T) {
 	}
 	if _, err := ReadToken(filepath.Join(t.TempDir(), "missing")); err == nil {
 		t.Fatal("missing token file accepted")
+	}
+}
+
+// redirector answers every request with a 307 to target.
+func redirector(t *testing.T, target string) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		http.Redirect(w, r, target+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestRedirectIsRefusedAndTheBearerStaysHome(t *testing.T) {
+	// Same host, another port: Go's default policy would send the bearer.
+	other, ch := recorder(t, 200, []byte{0x80})
+	for _, tc := range []struct {
+		name string
+		hc   *http.Client
+	}{{"default client", nil}, {"caller's client", &http.Client{}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redirector(t, other.URL)
+			c, err := New(Options{BaseURL: srv.URL, Token: "tok", HTTPClient: tc.hc})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.RoundTrip(context.Background(), &transport.Request{Endpoint: wire.PathPoll, Body: []byte{0x80}})
+			select {
+			case got := <-ch:
+				t.Fatalf("the redirect was followed: the other port saw Authorization %q", got.auth)
+			default:
+			}
+			if !errors.Is(err, ErrRedirect) || !strings.Contains(err.Error(), "307 with Location "+other.URL+wire.PathPoll) {
+				t.Fatalf("err = %v, want a refused redirect naming %s", err, other.URL)
+			}
+			t.Logf("refused: %v", err)
+		})
 	}
 }

@@ -3,7 +3,8 @@
 // `nymph dev` build on it: following an exec's streamed output to its end,
 // waiting for a worker, and rendering tables.
 //
-// It decides how a request is sent, how an operator error is surfaced and
+// It decides how a request is sent (no redirect is followed, so the admin
+// bearer stays with the server URL), how an operator error is surfaced and
 // how an exec's remote exit code maps to a local one. It does not decide
 // what a request means: the control plane does.
 package opclient
@@ -21,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nymphd/nymph/hostio/httpclient"
 	"github.com/nymphd/nymph/wirecore/operator"
 )
 
@@ -43,7 +45,7 @@ type Client struct {
 
 // New checks baseURL and returns a client. A nil hc uses a client without
 // an overall timeout, because log follows are long-polls bounded by the
-// context and by wait_s.
+// context and by wait_s. No redirect is followed, whatever hc says.
 func New(baseURL, adminToken string, hc *http.Client) (*Client, error) {
 	u, err := url.Parse(strings.TrimRight(baseURL, "/"))
 	if err != nil {
@@ -55,10 +57,14 @@ func New(baseURL, adminToken string, hc *http.Client) (*Client, error) {
 	if u.Host == "" {
 		return nil, fmt.Errorf("opclient: server URL %q has no host", baseURL)
 	}
-	if hc == nil {
-		hc = &http.Client{}
+	var own http.Client
+	if hc != nil {
+		own = *hc
 	}
-	return &Client{base: u, token: adminToken, http: hc}, nil
+	// The admin bearer goes to the server URL only: an operator route never
+	// redirects, and Go's default policy would follow one to another port.
+	own.CheckRedirect = httpclient.RefuseRedirect
+	return &Client{base: u, token: adminToken, http: &own}, nil
 }
 
 // Server is the base URL the client talks to.

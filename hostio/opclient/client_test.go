@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nymphd/nymph/hostio/httpclient"
 	"github.com/nymphd/nymph/wirecore/operator"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
@@ -244,6 +246,38 @@ func TestMatchWorker(t *testing.T) {
 		w, ok := MatchWorker(ws, tc.ref)
 		if ok != (tc.want != "") || w.ID != tc.want {
 			t.Errorf("MatchWorker(%q) = %q, %v; want %q", tc.ref, w.ID, ok, tc.want)
+		}
+	}
+}
+
+func TestRedirectIsRefusedAndTheBearerStaysHome(t *testing.T) {
+	// Same host, another port: Go's default policy would send the bearer.
+	var leaked []string
+	var mu sync.Mutex
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		leaked = append(leaked, r.Header.Get("Authorization"))
+		mu.Unlock()
+		writeJSON(w, 200, []operator.Worker{})
+	}))
+	t.Cleanup(other.Close)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(srv.Close)
+	for _, hc := range []*http.Client{nil, {}} {
+		c, err := New(srv.URL, "s3cret", hc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Workers(context.Background())
+		mu.Lock()
+		if len(leaked) > 0 {
+			t.Fatalf("the redirect was followed: the other port saw Authorization %q", leaked)
+		}
+		mu.Unlock()
+		if !errors.Is(err, httpclient.ErrRedirect) || !strings.Contains(err.Error(), "307 with Location "+other.URL+operator.PathWorkers) {
+			t.Fatalf("err = %v, want a refused redirect naming %s", err, other.URL)
 		}
 	}
 }
