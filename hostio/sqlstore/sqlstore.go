@@ -6,6 +6,9 @@
 // in one transaction, so once Apply returns every record of the batch is
 // on disk and a `kill -9` of the server loses none of it. Load rebuilds a
 // plane.Snapshot from the tables; ReadChunks reads back an exec's log bytes.
+// It also decides that the database and its -wal and -shm files are the
+// owner's only (0600) before the first write; what counts as private is
+// hostio/secretfile's rule.
 //
 // It does not decide what the records mean, which records change, or when
 // to apply a batch: wirecore/plane does, and hostio/planeserver calls in.
@@ -26,6 +29,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/nymphd/nymph/hostio/secretfile"
 	"github.com/nymphd/nymph/wirecore/plane"
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
@@ -50,7 +54,8 @@ type Store struct {
 }
 
 // Open opens (creating when absent) <dataDir>/nymph.db and brings its
-// schema up to date.
+// schema up to date. An absent dataDir is created 0700; whether an existing
+// one is private enough is for its owner to check (nymph serve does).
 func Open(ctx context.Context, dataDir string, log *slog.Logger) (*Store, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("sqlstore: create data dir %s: %w", dataDir, err)
@@ -58,10 +63,15 @@ func Open(ctx context.Context, dataDir string, log *slog.Logger) (*Store, error)
 	return OpenFile(ctx, filepath.Join(dataDir, FileName), log)
 }
 
-// OpenFile opens the database at path.
+// OpenFile opens the database at path. The database and its -wal and -shm
+// files are made 0600 before SQLite writes a byte: they hold exec ids and
+// exec environments, which are credentials.
 func OpenFile(ctx context.Context, path string, log *slog.Logger) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if err := privateFiles(path, log); err != nil {
+		return nil, err
 	}
 	db, err := sql.Open("sqlite", dsn(path, "immediate"))
 	if err != nil {
@@ -72,16 +82,30 @@ func OpenFile(ctx context.Context, path string, log *slog.Logger) (*Store, error
 		db.Close()
 		return nil, err
 	}
-	// The file holds exec ids, which are credentials: owner only.
-	if err := os.Chmod(path, 0o600); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("sqlstore: chmod %s: %w", path, err)
-	}
 	if s.rdb, err = sql.Open("sqlite", dsn(path, "deferred")); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sqlstore: open %s for reading: %w", path, err)
 	}
 	return s, nil
+}
+
+// privateFiles creates the database, -wal and -shm files 0600 (their
+// content untouched when they exist) before SQLite opens them. SQLite makes
+// the -wal and -shm it creates with the database file's mode, so a
+// database that is 0600 from the start keeps them so whenever they are
+// recreated; the ones made here also narrow files an older version left
+// open to others.
+func privateFiles(path string, log *slog.Logger) error {
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		narrowed, err := secretfile.EnsureFile(p)
+		if err != nil {
+			return fmt.Errorf("sqlstore: %w", err)
+		}
+		if narrowed {
+			log.Warn("sqlstore: narrowed a file others could read to 0600", "path", p)
+		}
+	}
+	return nil
 }
 
 // dsn is the driver's connection string: WAL, synchronous=FULL (a commit
