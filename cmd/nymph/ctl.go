@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nymphd/nymph/hostio/opclient"
+	"github.com/nymphd/nymph/hostio/secretfile"
 	"github.com/nymphd/nymph/wirecore/operator"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
@@ -62,7 +63,7 @@ type ctlConn struct {
 func (cc *ctlConn) register(fs *flag.FlagSet, def ctlConn) {
 	fs.StringVar(&cc.server, "server", def.server, "control plane base URL (env NYMPH_SERVER)")
 	fs.StringVar(&cc.token, "admin-token", def.token, "admin bearer token (env NYMPH_ADMIN_TOKEN)")
-	fs.StringVar(&cc.tokenFile, "admin-token-file", def.tokenFile, "file holding the admin token (env NYMPH_ADMIN_TOKEN_FILE)")
+	fs.StringVar(&cc.tokenFile, "admin-token-file", def.tokenFile, "file holding the admin token, mode 0600 (env NYMPH_ADMIN_TOKEN_FILE)")
 }
 
 func connFromEnv(env *cliEnv) ctlConn {
@@ -76,11 +77,10 @@ func connFromEnv(env *cliEnv) ctlConn {
 func (cc *ctlConn) dial() (*opclient.Client, error) {
 	token := cc.token
 	if token == "" && cc.tokenFile != "" {
-		b, err := os.ReadFile(cc.tokenFile)
-		if err != nil {
-			return nil, fmt.Errorf("read admin token: %w", err)
+		var err error
+		if token, err = secretfile.ReadToken(cc.tokenFile); err != nil {
+			return nil, fmt.Errorf("admin token: %w", err)
 		}
-		token = strings.TrimSpace(string(b))
 	}
 	return opclient.New(cc.server, token, nil)
 }

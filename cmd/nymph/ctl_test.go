@@ -261,3 +261,19 @@ func TestCtlRunConfig(t *testing.T) {
 		t.Fatalf("code=%d stderr=%q, want 2 naming the key", code, e)
 	}
 }
+
+func TestCtlAdminTokenFileMustBePrivate(t *testing.T) {
+	dir := t.TempDir()
+	tok := filepath.Join(dir, "admin.token")
+	os.WriteFile(tok, []byte("tok\n"), 0o600)
+	if code, out, errText := runCtlTest(t, newCtlServer(), "", "--admin-token=", "--admin-token-file", tok, "workers"); code != 0 || !strings.Contains(out, "the box") {
+		t.Fatalf("0600: exit %d, out %q, err %q", code, out, errText)
+	}
+	os.Chmod(tok, 0o640)
+	s := newCtlServer()
+	code, _, errText := runCtlTest(t, s, "", "--admin-token=", "--admin-token-file", tok, "workers")
+	want := "token file " + tok + " has group or world access (mode 0640); chmod 600 " + tok
+	if code != 1 || !strings.Contains(errText, want) || len(s.requests) != 0 {
+		t.Fatalf("0640: exit %d, err %q, requests %v; want %q and nothing sent", code, errText, s.requests, want)
+	}
+}

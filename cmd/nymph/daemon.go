@@ -18,6 +18,7 @@ import (
 	"github.com/nymphd/nymph/hostio/hostprobe"
 	"github.com/nymphd/nymph/hostio/httpclient"
 	"github.com/nymphd/nymph/hostio/introspect"
+	"github.com/nymphd/nymph/hostio/secretfile"
 	"github.com/nymphd/nymph/hostio/shellexec"
 	"github.com/nymphd/nymph/hostio/spoolclient"
 	"github.com/nymphd/nymph/hostio/transport"
@@ -81,6 +82,14 @@ func runDaemon(ctx context.Context, env *cliEnv, args []string) int {
 }
 
 func daemonMain(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, log *slog.Logger) int {
+	// The token and the transport first: a bad token file fails at once,
+	// before seconds of host probing.
+	tr, closeTransport, err := buildTransport(cfg, log)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "nymph daemon: %v\n", err)
+		return 1
+	}
+	defer closeTransport()
 	probeEnv := hostprobe.System(Version)
 	if env.getenv(cloudProbeEnv) == "off" {
 		probeEnv.AWSBase, probeEnv.GCPBase = "", ""
@@ -93,12 +102,6 @@ func daemonMain(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, log *
 	if err := os.MkdirAll(cfg.Runtime.Workdir, 0o711); err != nil {
 		log.Warn("cannot create the workdir root", "workdir", cfg.Runtime.Workdir, "err", err)
 	}
-	tr, closeTransport, err := buildTransport(cfg, log)
-	if err != nil {
-		fmt.Fprintf(env.stderr, "nymph daemon: %v\n", err)
-		return 1
-	}
-	defer closeTransport()
 
 	var board *introspect.Board // nil: the loop publishes nothing
 	if cfg.Introspect.Enabled {
@@ -167,9 +170,12 @@ func daemonMain(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, log *
 
 // buildTransport picks the carrier named by [server] transport.
 func buildTransport(cfg daemonconfig.Config, log *slog.Logger) (transport.Transport, func(), error) {
-	token, err := httpclient.ReadToken(cfg.Server.TokenFile)
-	if err != nil {
-		return nil, nil, err
+	var token string
+	if cfg.Server.TokenFile != "" {
+		var err error
+		if token, err = secretfile.ReadToken(cfg.Server.TokenFile); err != nil {
+			return nil, nil, fmt.Errorf("[server] token_file: %w", err)
+		}
 	}
 	switch cfg.Server.Transport {
 	case "direct":

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -91,5 +92,19 @@ func TestDaemonHelloRejectExits2(t *testing.T) {
 	}
 	if strings.Contains(errb.String(), "secret") {
 		t.Fatalf("the token leaked into the log:\n%s", errb)
+	}
+}
+
+func TestDaemonRefusesATokenFileOthersCanAccess(t *testing.T) {
+	for _, mode := range []os.FileMode{0o644, 0o640, 0o604} {
+		token := writeFile(t, "token", "secret\n")
+		os.Chmod(token, mode)
+		env, _, errb := daemonEnv(t, nil)
+		code := runDaemon(context.Background(), env, []string{"--server", "http://127.0.0.1:1", "--token-file", token,
+			"--workdir", t.TempDir(), "--config", writeFile(t, "empty.toml", "")})
+		want := fmt.Sprintf("token file %s has group or world access (mode %04o); chmod 600 %s", token, mode, token)
+		if code != 1 || !strings.Contains(errb.String(), want) {
+			t.Errorf("mode %04o: exit %d, stderr:\n%s\nwant %q", mode, code, errb, want)
+		}
 	}
 }

@@ -12,11 +12,11 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/nymphd/nymph/hostio/blobstore"
 	"github.com/nymphd/nymph/hostio/planeserver"
+	"github.com/nymphd/nymph/hostio/secretfile"
 	"github.com/nymphd/nymph/hostio/sqlstore"
 	"github.com/nymphd/nymph/wirecore/plane"
 )
@@ -28,10 +28,10 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 	flags := flag.NewFlagSet("nymph serve", flag.ContinueOnError)
 	flags.SetOutput(env.stderr)
 	listen := flags.String("listen", "127.0.0.1:8383", "address to listen on")
-	dataDir := flags.String("data-dir", "", "directory of the database, blobs and generated tokens (required)")
-	tokenFile := flags.String("token-file", "", "file holding the daemons' bootstrap bearer (default: daemons need none)")
-	relayTokenFile := flags.String("relay-token-file", "", "file holding the token relays present (default: the daemon token)")
-	adminFile := flags.String("admin-token-file", "", "file holding the operator API's bearer (default: DATA-DIR/admin.token, generated when absent)")
+	dataDir := flags.String("data-dir", "", "directory of the database, blobs and generated tokens, mode 0700 (required; created when absent)")
+	tokenFile := flags.String("token-file", "", "file holding the daemons' bootstrap bearer, mode 0600 (default: daemons need none)")
+	relayTokenFile := flags.String("relay-token-file", "", "file holding the token relays present, mode 0600 (default: the daemon token)")
+	adminFile := flags.String("admin-token-file", "", "file holding the operator API's bearer, mode 0600, a token no daemon or relay holds (default: DATA-DIR/admin.token, generated when absent)")
 	storeKind := flags.String("store", "sqlite", `record store: "sqlite" (DATA-DIR/nymph.db) or "memory" (lost on exit)`)
 	publicURL := flags.String("public-url", "", "base URL daemons reach this server at, for presigned payload URLs (default: http://LISTEN)")
 	target := flags.String("target-version", "", "nymph version every daemon should run (sent as target_nymph_version)")
@@ -72,15 +72,15 @@ type serveOptions struct {
 }
 
 func serve(ctx context.Context, env *cliEnv, log *slog.Logger, o serveOptions) error {
-	if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
-		return fmt.Errorf("create data dir %s: %w", o.dataDir, err)
-	}
-	daemonTok, err := optionalToken(o.tokenFile)
+	daemonTok, err := optionalToken("--token-file", o.tokenFile)
 	if err != nil {
 		return err
 	}
-	relayTok, err := optionalToken(o.relayTokenFile)
+	relayTok, err := optionalToken("--relay-token-file", o.relayTokenFile)
 	if err != nil {
+		return err
+	}
+	if err := secretfile.EnsureDir("data directory", o.dataDir); err != nil {
 		return err
 	}
 	adminPath := o.adminFile
@@ -89,6 +89,9 @@ func serve(ctx context.Context, env *cliEnv, log *slog.Logger, o serveOptions) e
 	}
 	adminTok, created, err := adminToken(adminPath)
 	if err != nil {
+		return err
+	}
+	if err := distinctAdminToken(adminTok, adminPath, daemonTok, o.tokenFile, relayTok, o.relayTokenFile); err != nil {
 		return err
 	}
 	store, err := openStore(ctx, o.store, o.dataDir, log)
@@ -155,34 +158,43 @@ func openStore(ctx context.Context, kind, dataDir string, log *slog.Logger) (pla
 	return nil, fmt.Errorf("--store %q: want sqlite or memory", kind)
 }
 
-// optionalToken reads a token file, trimmed; no file named means no token.
-func optionalToken(path string) (string, error) {
+// optionalToken reads a token file (secretfile's rule); no file named
+// means no token.
+func optionalToken(flagName, path string) (string, error) {
 	if path == "" {
 		return "", nil
 	}
-	b, err := os.ReadFile(path)
+	tok, err := secretfile.ReadToken(path)
 	if err != nil {
-		return "", fmt.Errorf("read token file: %w", err)
-	}
-	tok := strings.TrimSpace(string(b))
-	if tok == "" {
-		return "", fmt.Errorf("token file %s is empty", path)
+		return "", fmt.Errorf("%s: %w", flagName, err)
 	}
 	return tok, nil
+}
+
+// distinctAdminToken refuses an admin token that a daemon or a relay also
+// holds: with it, any daemon could list and command every worker.
+func distinctAdminToken(admin, adminPath, daemon, daemonPath, relay, relayPath string) error {
+	for _, other := range []struct{ tok, flag, path string }{
+		{daemon, "--token-file", daemonPath},
+		{relay, "--relay-token-file", relayPath},
+	} {
+		if other.tok != "" && other.tok == admin {
+			return fmt.Errorf("the admin token (%s) is also the token of %s %s: a daemon holding it could list and command every worker; give the operator API a token of its own (remove %s to generate one)",
+				adminPath, other.flag, other.path, adminPath)
+		}
+	}
+	return nil
 }
 
 // adminToken reads the admin token, generating it (0600) when the file
 // does not exist.
 func adminToken(path string) (tok string, created bool, err error) {
-	b, err := os.ReadFile(path)
+	tok, err = secretfile.ReadToken(path)
 	if err == nil {
-		if tok = strings.TrimSpace(string(b)); tok == "" {
-			return "", false, fmt.Errorf("admin token file %s is empty", path)
-		}
 		return tok, false, nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
-		return "", false, fmt.Errorf("read admin token: %w", err)
+		return "", false, fmt.Errorf("admin token: %w", err)
 	}
 	var raw [32]byte
 	if _, err := rand.Read(raw[:]); err != nil {

@@ -33,7 +33,7 @@ func Register(fs *flag.FlagSet) *Flags {
 	fs.BoolVar(&f.PrintConfig, "print-config", false, "print the effective configuration as TOML and exit")
 	strFlag(fs, &f.Queue, "queue", "queue to poll (trailing * = prefix); else $"+QueueEnv+", else [daemon] queue, else default")
 	strFlag(fs, &f.Server, "server", "control plane URL ([server] url)")
-	strFlag(fs, &f.TokenFile, "token-file", "bootstrap bearer token file ([server] token_file)")
+	strFlag(fs, &f.TokenFile, "token-file", "bootstrap bearer token file, mode 0600 ([server] token_file)")
 	strFlag(fs, &f.Workdir, "workdir", "root of invocation workdirs ([runtime] workdir)")
 	strFlag(fs, &f.LogFormat, "log-format", "log format: text or json ([log] format)")
 	fs.Func("max-invocations", "concurrent runs and execs, 0 unbounded ([runtime] max_invocations)", func(s string) error {

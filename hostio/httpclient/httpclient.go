@@ -22,7 +22,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -45,8 +44,8 @@ type Options struct {
 	// BaseURL is [server] url, e.g. "https://plane.example:8443" or
 	// "http://127.0.0.1:8080/prefix".
 	BaseURL string
-	// Token is the bootstrap bearer, already read and trimmed; empty sends
-	// no Authorization header.
+	// Token is the bootstrap bearer, already read (secretfile.ReadToken);
+	// empty sends no Authorization header.
 	Token string
 	// HTTPClient replaces the default client (tests); its Timeout is kept,
 	// its redirect policy replaced by RefuseRedirect.
@@ -110,19 +109,6 @@ func RefuseRedirect(req *http.Request, via []*http.Request) error {
 		status = req.Response.StatusCode
 	}
 	return fmt.Errorf("%s answered %d with Location %s: %w (set the server URL to the address that answers)", from, status, req.URL.Redacted(), ErrRedirect)
-}
-
-// ReadToken reads a token file and trims surrounding whitespace. An empty
-// path means no token.
-func ReadToken(path string) (string, error) {
-	if path == "" {
-		return "", nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("httpclient: read token file %s: %w", path, err)
-	}
-	return strings.TrimSpace(string(b)), nil
 }
 
 // IsLoopbackHost reports whether host names this machine: "localhost" or a

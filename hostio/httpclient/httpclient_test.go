@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -177,23 +175,6 @@ func TestTransportErrorAndCancel(t *testing.T) {
 	srv.Close()
 	if _, err := c.RoundTrip(context.Background(), &transport.Request{Endpoint: wire.PathPoll}); err == nil {
 		t.Fatal("closed server returned no error")
-	}
-}
-
-func TestReadTokenTrims(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(p, []byte("  secret\n\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tok, err := ReadToken(p)
-	if err != nil || tok != "secret" {
-		t.Fatalf("ReadToken = %q, %v", tok, err)
-	}
-	if tok, err := ReadToken(""); err != nil || tok != "" {
-		t.Fatalf("ReadToken(\"\") = %q, %v", tok, err)
-	}
-	if _, err := ReadToken(filepath.Join(t.TempDir(), "missing")); err == nil {
-		t.Fatal("missing token file accepted")
 	}
 }
 

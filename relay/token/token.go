@@ -2,24 +2,25 @@
 // operator may rewrite at any time.
 //
 // It decides when the file is re-read (at most once per check interval,
-// on use), what counts as a token (the file's content trimmed of surrounding
-// whitespace), and that an empty or unreadable re-read keeps the token in
-// hand, because a rotation in progress must never leave requests without a
-// bearer. It refuses a file that group or others may read.
+// on use) and that an empty or unreadable re-read keeps the token in hand,
+// because a rotation in progress must never leave requests without a
+// bearer. What a token file must be (private to its owner, one line,
+// trimmed) is hostio/secretfile's rule, the same for every token nymph
+// reads.
 //
 // It does not decide where the token goes; the relay's upstream client puts
 // it in the Authorization header.
 package token
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/nymphd/nymph/hostio/secretfile"
 )
 
 // Source hands out the current token. It is safe for concurrent use.
@@ -43,9 +44,6 @@ func Open(path string, every time.Duration, now func() time.Time, log *slog.Logg
 	if err != nil {
 		return nil, err
 	}
-	if tok == "" {
-		return nil, fmt.Errorf("token: read %s: file is empty", path)
-	}
 	s.tok.Store(&tok)
 	s.nextCheck.Store(now().Add(every).UnixNano())
 	return s, nil
@@ -65,44 +63,23 @@ func (s *Source) refresh() {
 	s.nextCheck.Store(s.now().Add(s.every).UnixNano())
 	tok, err := s.read()
 	switch {
+	case errors.Is(err, secretfile.ErrEmpty):
+		// A rewrite in progress (truncate, then write) reads as empty.
 	case err != nil:
 		s.log.Warn("relay token: keeping the current token", "path", s.path, "err", err)
-	case tok == "":
-		// A rewrite in progress (truncate, then write) reads as empty.
 	case tok != *s.tok.Load():
 		s.tok.Store(&tok)
 		s.log.Info("relay token: rotated", "path", s.path)
 	}
 }
 
-// ErrShared reports a token file that group or others may read.
-var ErrShared = errors.New("readable by group or others (chmod 600)")
+// ErrShared reports a token file that group or others may access.
+var ErrShared = secretfile.ErrShared
 
 func (s *Source) read() (string, error) {
-	f, err := os.Open(s.path)
+	tok, err := secretfile.ReadToken(s.path)
 	if err != nil {
-		return "", fmt.Errorf("token: open %s: %w", s.path, err)
+		return "", fmt.Errorf("token: %w", err)
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return "", fmt.Errorf("token: stat %s: %w", s.path, err)
-	}
-	if !st.Mode().IsRegular() {
-		return "", fmt.Errorf("token: %s: not a regular file", s.path)
-	}
-	if st.Mode().Perm()&0o044 != 0 {
-		return "", fmt.Errorf("token: %s: %w", s.path, ErrShared)
-	}
-	// A token is short; a huge file is a mistake, not a token.
-	buf := make([]byte, 16<<10)
-	n, err := f.Read(buf)
-	if err != nil && n == 0 && st.Size() > 0 {
-		return "", fmt.Errorf("token: read %s: %w", s.path, err)
-	}
-	tok := bytes.TrimSpace(buf[:n])
-	if bytes.ContainsAny(tok, "\r\n\x00") {
-		return "", fmt.Errorf("token: %s: more than one line", s.path)
-	}
-	return string(tok), nil
+	return tok, nil
 }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -82,6 +83,15 @@ func TestOpenRefuses(t *testing.T) {
 	write(t, others, "tok", 0o604)
 	if _, err := Open(others, time.Second, time.Now, log); !errors.Is(err, ErrShared) {
 		t.Errorf("other-readable: %v", err)
+	}
+	// Write access is access too: one rule for every token file.
+	for _, mode := range []os.FileMode{0o620, 0o602, 0o610, 0o601} {
+		p := filepath.Join(dir, "w"+mode.String())
+		write(t, p, "tok", mode)
+		_, err := Open(p, time.Second, time.Now, log)
+		if !errors.Is(err, ErrShared) || !strings.Contains(err.Error(), "chmod 600 "+p) {
+			t.Errorf("mode %04o: %v, want refused with the fix", mode, err)
+		}
 	}
 	empty := filepath.Join(dir, "empty")
 	write(t, empty, " \n", 0o600)
