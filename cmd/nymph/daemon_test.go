@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nymphd/nymph/wirecore/wire"
 )
@@ -100,8 +101,11 @@ func TestDaemonRefusesATokenFileOthersCanAccess(t *testing.T) {
 		token := writeFile(t, "token", "secret\n")
 		os.Chmod(token, mode)
 		env, _, errb := daemonEnv(t, nil)
-		code := runDaemon(context.Background(), env, []string{"--server", "http://127.0.0.1:1", "--token-file", token,
+		// A daemon that accepted the file would retry its hello until this ends.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		code := runDaemon(ctx, env, []string{"--server", "http://127.0.0.1:1", "--token-file", token,
 			"--workdir", t.TempDir(), "--config", writeFile(t, "empty.toml", "")})
+		cancel()
 		want := fmt.Sprintf("token file %s has group or world access (mode %04o); chmod 600 %s", token, mode, token)
 		if code != 1 || !strings.Contains(errb.String(), want) {
 			t.Errorf("mode %04o: exit %d, stderr:\n%s\nwant %q", mode, code, errb, want)
