@@ -141,13 +141,13 @@ func (c *ctlRun) fail(err error) int {
 		fmt.Fprintln(c.env.stderr, "nymph ctl: interrupted")
 		return 130
 	}
-	fmt.Fprintf(c.env.stderr, "nymph ctl: %v\n", err)
+	opclient.Fprintf(c.env.stderr, "nymph ctl: %v\n", err)
 	return opclient.ExitLocalFail
 }
 
 // usageErr reports a bad argument and returns the usage status.
 func (c *ctlRun) usageErr(verb, format string, a ...any) int {
-	fmt.Fprintf(c.env.stderr, "nymph ctl %s: %s\n", verb, fmt.Sprintf(format, a...))
+	opclient.Fprintf(c.env.stderr, "nymph ctl %s: %s\n", verb, fmt.Sprintf(format, a...))
 	fmt.Fprintf(c.env.stderr, "usage: nymph ctl %s\n", ctlCommands()[verb].usage)
 	return 2
 }
@@ -232,7 +232,7 @@ func (c *ctlRun) worker(ctx context.Context, ref string) (string, int) {
 		return "", c.fail(err)
 	}
 	if w.State == "hibernating" || w.State == "lost" {
-		fmt.Fprintf(c.env.stderr, "nymph ctl: note: worker %s is %s; the command waits until it polls again\n", w.ID, w.State)
+		opclient.Fprintf(c.env.stderr, "nymph ctl: note: worker %s is %s; the command waits until it polls again\n", w.ID, w.State)
 	}
 	return id, proceed
 }
@@ -337,20 +337,20 @@ func ctlExec(ctx context.Context, c *ctlRun, args []string) int {
 		if err != nil {
 			return c.fail(err)
 		}
-		fmt.Fprintln(c.env.stdout, acc.ExecID)
+		opclient.Fprintf(c.env.stdout, "%s\n", acc.ExecID)
 		return 0
 	}
 	acc, out, err := c.client.RunExec(ctx, worker, req, c.env.stdout, c.env.stderr)
 	if err != nil {
 		if acc.ExecID != "" && errors.Is(err, context.Canceled) {
-			fmt.Fprintf(c.env.stderr, "nymph ctl: stopped following exec %s; it keeps running (nymph ctl logs %s --follow)\n", acc.ExecID, acc.ExecID)
+			opclient.Fprintf(c.env.stderr, "nymph ctl: stopped following exec %s; it keeps running (nymph ctl logs %s --follow)\n", acc.ExecID, acc.ExecID)
 			return 130
 		}
 		return c.fail(err)
 	}
 	code, msg := opclient.ExitStatus(acc.ExecID, out.Result)
 	if msg != "" {
-		fmt.Fprintf(c.env.stderr, "nymph ctl: %s\n", msg)
+		opclient.Fprintf(c.env.stderr, "nymph ctl: %s\n", msg)
 	}
 	return code
 }
@@ -395,7 +395,7 @@ func (c *ctlRun) accepted(acc operator.CommandAccepted, err error, what string) 
 	if err != nil {
 		return c.fail(err)
 	}
-	fmt.Fprintf(c.env.stdout, "queued %s %s for worker %s\n", what, acc.CommandID, acc.WorkerID)
+	opclient.Fprintf(c.env.stdout, "queued %s %s for worker %s\n", what, acc.CommandID, acc.WorkerID)
 	return 0
 }
 
@@ -436,7 +436,7 @@ func ctlHibernate(ctx context.Context, c *ctlRun, args []string) int {
 	}
 	acc, err := c.client.Hibernate(ctx, worker, req)
 	if err == nil {
-		fmt.Fprintf(c.env.stdout, "worker %s hibernates until %s\n", acc.WorkerID, t.UTC().Format(time.RFC3339))
+		opclient.Fprintf(c.env.stdout, "worker %s hibernates until %s\n", acc.WorkerID, t.UTC().Format(time.RFC3339))
 	}
 	return c.accepted(acc, err, "hibernate")
 }
@@ -541,7 +541,7 @@ func ctlRunInvocation(ctx context.Context, c *ctlRun, args []string) int {
 	if !*wait {
 		return c.printInvocation(inv, *asJSON)
 	}
-	fmt.Fprintf(c.env.stderr, "queued invocation %s on %s; waiting\n", inv.ID, inv.Queue)
+	opclient.Fprintf(c.env.stderr, "queued invocation %s on %s; waiting\n", inv.ID, inv.Queue)
 	return c.showInvocation(ctx, inv.ID, true, *asJSON)
 }
 
@@ -581,13 +581,13 @@ func (c *ctlRun) printInvocation(inv operator.Invocation, asJSON bool) int {
 		}
 		return 0
 	}
-	fmt.Fprintf(c.env.stdout, "invocation %s %s", inv.ID, inv.State)
+	opclient.Fprintf(c.env.stdout, "invocation %s %s", inv.ID, inv.State)
 	if inv.WorkerID != "" {
-		fmt.Fprintf(c.env.stdout, " on %s", inv.WorkerID)
+		opclient.Fprintf(c.env.stdout, " on %s", inv.WorkerID)
 	}
 	fmt.Fprintln(c.env.stdout)
 	if inv.Error != nil {
-		fmt.Fprintf(c.env.stdout, "error: %s: %s\n", inv.Error.TypeName, inv.Error.Message)
+		opclient.Fprintf(c.env.stdout, "error: %s: %s\n", inv.Error.TypeName, inv.Error.Message)
 	}
 	if len(inv.ResultBlob) > 0 {
 		fmt.Fprintf(c.env.stdout, "result: %d bytes\n", len(inv.ResultBlob))
@@ -717,15 +717,15 @@ func ctlWait(ctx context.Context, c *ctlRun, args []string) int {
 	})
 	if errors.Is(err, context.DeadlineExceeded) {
 		if last.ID == "" {
-			fmt.Fprintf(c.env.stderr, "nymph ctl: no worker %q after %s\n", pos[0], *timeout)
+			opclient.Fprintf(c.env.stderr, "nymph ctl: no worker %q after %s\n", pos[0], *timeout)
 		} else {
-			fmt.Fprintf(c.env.stderr, "nymph ctl: worker %s is %s, not %s, after %s\n", last.ID, last.State, *state, *timeout)
+			opclient.Fprintf(c.env.stderr, "nymph ctl: worker %s is %s, not %s, after %s\n", last.ID, last.State, *state, *timeout)
 		}
 		return 1
 	}
 	if err != nil {
 		return c.fail(err)
 	}
-	fmt.Fprintf(c.env.stdout, "worker %s is %s\n", w.ID, w.State)
+	opclient.Fprintf(c.env.stdout, "worker %s is %s\n", w.ID, w.State)
 	return 0
 }

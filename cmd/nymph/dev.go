@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/nymphd/nymph/hostio/devstack"
+	"github.com/nymphd/nymph/hostio/opclient"
 )
 
 func runDev(ctx context.Context, env *cliEnv, args []string) int {
@@ -67,7 +68,7 @@ func devRun(ctx context.Context, env *cliEnv, stack *devstack.Stack, tourOnly, n
 	if err != nil {
 		return devFailed(ctx, env, err)
 	}
-	fmt.Fprintf(env.stdout, "worker %s (%s) is %s, runners %v\n\n", w.ID, w.Label, w.State, w.Capabilities.Runners)
+	opclient.Fprintf(env.stdout, "worker %s (%s) is %s, runners %v\n\n", w.ID, w.Label, w.State, w.Capabilities.Runners)
 	if !noTour {
 		if err := stack.Tour(ctx, w, env.stdout); err != nil {
 			return devFailed(ctx, env, err)

@@ -4,8 +4,10 @@
 // waiting for a worker, and rendering tables.
 //
 // It decides how a request is sent (no redirect is followed, so the admin
-// bearer stays with the server URL), how an operator error is surfaced and
-// how an exec's remote exit code maps to a local one. It does not decide
+// bearer stays with the server URL), how an operator error is surfaced, how
+// an exec's remote exit code maps to a local one, and that a string from
+// the server is printed with its control characters escaped (Printable),
+// while an exec's output is handed on byte for byte. It does not decide
 // what a request means: the control plane does.
 package opclient
 
