@@ -13,7 +13,7 @@ const DefaultMinPollInterval = 100 * time.Millisecond
 // PollInterval is how often a runner that follows a job (slurm, kube)
 // looks at it: the run_config's poll_interval_s when set and positive,
 // else def, and never below floor.
-func PollInterval(pollIntervalS *wire.Float, def, floor time.Duration) time.Duration {
+func PollInterval(pollIntervalS *wire.Number, def, floor time.Duration) time.Duration {
 	d := def
 	if pollIntervalS != nil && *pollIntervalS > 0 {
 		d = time.Duration(float64(*pollIntervalS) * float64(time.Second))

@@ -8,9 +8,9 @@ import (
 )
 
 func TestPollInterval(t *testing.T) {
-	f := func(v float64) *wire.Float { x := wire.Float(v); return &x }
+	f := func(v float64) *wire.Number { x := wire.Number(v); return &x }
 	for _, tc := range []struct {
-		s    *wire.Float
+		s    *wire.Number
 		want time.Duration
 	}{
 		{nil, 5 * time.Second},

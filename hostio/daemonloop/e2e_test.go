@@ -174,7 +174,7 @@ func TestHelloAndExec(t *testing.T) {
 func TestExecTimeout(t *testing.T) {
 	h := startDaemon(t, nil)
 	h.parked()
-	timeout := wire.Float(0.2)
+	timeout := wire.Number(0.2)
 	h.plane.push(execCmd("slow", "sleep 30", func(ex *wire.Exec) { ex.TimeoutS = &timeout }))
 	if res := h.result("slow"); res.ExitCode != wire.ExitTimeout {
 		t.Fatalf("timed-out exec: %+v", res)
@@ -251,7 +251,7 @@ func TestHibernate(t *testing.T) {
 	h.plane.snapshot(func(p *plane) { hellos, polls = len(p.hellos), len(p.polls) })
 	until := time.Now().Add(500 * time.Millisecond)
 	h.plane.push(
-		cmd("h1", wire.KindHibernate, &wire.Hibernate{UntilEpochS: wire.Float(float64(until.UnixNano()) / 1e9)}),
+		cmd("h1", wire.KindHibernate, &wire.Hibernate{UntilEpochS: wire.Number(float64(until.UnixNano()) / 1e9)}),
 		execCmd("discarded", "true", nil),
 	)
 	// The parked poll (polls-1) carries the hibernate; the next one must

@@ -122,7 +122,7 @@ func spawnAndWait(ctx context.Context, ex wire.Exec, opt Options, out sink, log 
 		return wire.ExitSpawnFailed, fmt.Errorf("exec %s: spawn bash in %q: %w", ex.ExecID, cmd.Dir, err)
 	}
 	p.closeChildEnds()
-	if ex.Stdin != nil && *ex.Stdin != "" {
+	if ex.Stdin != "" {
 		go feedStdin(p.stdinW, ex.Stdin)
 	} else {
 		closeFile(p.stdinW) // the child reads EOF at once
@@ -242,9 +242,7 @@ func mergeEnv(base []string, extra map[string]string) []string {
 // feedStdin writes the exec's stdin (empty when absent) and closes the
 // pipe. A child that exits without reading makes the write fail; that is
 // not an error of the exec.
-func feedStdin(w *os.File, stdin *string) {
-	if stdin != nil && *stdin != "" {
-		_, _ = io.Copy(w, strings.NewReader(*stdin))
-	}
+func feedStdin(w *os.File, stdin string) {
+	_, _ = io.Copy(w, strings.NewReader(stdin))
 	_ = w.Close()
 }

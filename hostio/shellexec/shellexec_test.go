@@ -71,18 +71,18 @@ func TestDefaultBaseEnvIsDaemons(t *testing.T) {
 }
 
 func TestStdin(t *testing.T) {
-	res := Run(context.Background(), wire.Exec{Command: "cat; echo end", Stdin: ptr("line1\nline2\n")}, testOptions())
+	res := Run(context.Background(), wire.Exec{Command: "cat; echo end", Stdin: "line1\nline2\n"}, testOptions())
 	if res.Stdout != "line1\nline2\nend\n" {
 		t.Fatalf("stdout %q", res.Stdout)
 	}
 	// Absent stdin is an empty, closed pipe: cat ends at once.
 	res = Run(context.Background(), wire.Exec{Command: "cat; echo end"}, testOptions())
 	if res.Stdout != "end\n" {
-		t.Fatalf("nil stdin: stdout %q", res.Stdout)
+		t.Fatalf("empty stdin: stdout %q", res.Stdout)
 	}
 	// A child that never reads a large stdin still finishes.
 	big := strings.Repeat("x", 1<<20)
-	res = Run(context.Background(), wire.Exec{Command: "echo skip", Stdin: &big}, testOptions())
+	res = Run(context.Background(), wire.Exec{Command: "echo skip", Stdin: big}, testOptions())
 	if res.ExitCode != 0 || res.Stdout != "skip\n" {
 		t.Fatalf("unread stdin: %+v", res)
 	}
@@ -166,7 +166,7 @@ func TestTimeoutKillsGroupWithGrandchild(t *testing.T) {
 	// output, so only the group signal can reach it.
 	cmd := fmt.Sprintf(`sleep 60 >/dev/null 2>&1 </dev/null & echo $! > %s; echo started; wait`, pidFile)
 	start := time.Now()
-	res := Run(context.Background(), wire.Exec{Command: cmd, TimeoutS: ptr(wire.Float(1))}, testOptions())
+	res := Run(context.Background(), wire.Exec{Command: cmd, TimeoutS: ptr(wire.Number(1))}, testOptions())
 	if res.ExitCode != wire.ExitTimeout {
 		t.Fatalf("exit %d, want -2", res.ExitCode)
 	}
@@ -187,7 +187,7 @@ func TestTimeoutSigkillsChildIgnoringSigterm(t *testing.T) {
 	start := time.Now()
 	// The timeout leaves the shell ample time to set its trap first, even
 	// on a loaded machine.
-	res := Run(context.Background(), wire.Exec{Command: cmd, TimeoutS: ptr(wire.Float(1))}, opt)
+	res := Run(context.Background(), wire.Exec{Command: cmd, TimeoutS: ptr(wire.Number(1))}, opt)
 	if res.ExitCode != wire.ExitTimeout {
 		t.Fatalf("exit %d, want -2", res.ExitCode)
 	}
@@ -398,7 +398,7 @@ func TestStreamingTimeout(t *testing.T) {
 	p := &flakyPoster{}
 	opt := testOptions()
 	opt.Poster = p
-	ex := wire.Exec{Command: "echo before; sleep 60", TimeoutS: ptr(wire.Float(1)), Log: &wire.LogSink{StdoutURL: "u"}}
+	ex := wire.Exec{Command: "echo before; sleep 60", TimeoutS: ptr(wire.Number(1)), Log: &wire.LogSink{StdoutURL: "u"}}
 	res := Run(context.Background(), ex, opt)
 	if res.ExitCode != wire.ExitTimeout {
 		t.Fatalf("exit %d", res.ExitCode)

@@ -510,7 +510,7 @@ func TestVersion1RunConfigKeysSurvive(t *testing.T) {
 	for _, inv := range snap.Invocations {
 		got[inv.ID] = inv.RunConfig
 	}
-	half, two := wire.Float(0.5), wire.Float(2)
+	half, two := wire.Number(0.5), wire.Number(2)
 	want := map[string]wire.RunConfig{
 		"i-old": {Runner: "slurm", Image: "img",
 			Docker: &wire.DockerConfig{Network: "host",

@@ -117,7 +117,7 @@ func (r *Runner) Run(ctx context.Context, inv runners.Invocation) runners.Outcom
 }
 
 func (r *Runner) pollInterval(cfg *wire.KubeConfig) time.Duration {
-	var s *wire.Float
+	var s *wire.Number
 	if cfg != nil {
 		s = cfg.PollIntervalS
 	}

@@ -209,7 +209,7 @@ func TestRunWithFakeKubectl(t *testing.T) {
 	os.WriteFile(filepath.Join(calls, "phase"), []byte("Pending"), 0o600)
 	root := t.TempDir()
 	reg := runners.NewRegistry(runners.Config{Root: root, Default: "kube"}, New(Options{Kubectl: bin}))
-	run := wire.Run{InvocationID: "k1", RunConfig: wire.RunConfig{Kube: &wire.KubeConfig{PollIntervalS: ptr(wire.Float(0.05))}}}
+	run := wire.Run{InvocationID: "k1", RunConfig: wire.RunConfig{Kube: &wire.KubeConfig{PollIntervalS: ptr(wire.Number(0.05))}}}
 	done := make(chan runners.Outcome, 1)
 	go func() { done <- reg.Execute(context.Background(), run) }()
 	waitFor(t, filepath.Join(calls, "applied.json"))
@@ -245,7 +245,7 @@ func TestFailedPhaseAndCancel(t *testing.T) {
 	bin, calls := fakeKubectl(t)
 	root := t.TempDir()
 	reg := runners.NewRegistry(runners.Config{Root: root, Default: "kube"}, New(Options{Kubectl: bin}))
-	run := wire.Run{InvocationID: "k2", RunConfig: wire.RunConfig{Kube: &wire.KubeConfig{PollIntervalS: ptr(wire.Float(0.05))}}}
+	run := wire.Run{InvocationID: "k2", RunConfig: wire.RunConfig{Kube: &wire.KubeConfig{PollIntervalS: ptr(wire.Number(0.05))}}}
 
 	os.WriteFile(filepath.Join(calls, "phase"), []byte("Failed"), 0o600)
 	o := reg.Execute(context.Background(), run)

@@ -208,7 +208,7 @@ func (r *Runner) Run(ctx context.Context, inv runners.Invocation) runners.Outcom
 }
 
 func (r *Runner) pollInterval(inv runners.Invocation) time.Duration {
-	var s *wire.Float
+	var s *wire.Number
 	if c := inv.Run.RunConfig.Slurm; c != nil {
 		s = c.PollIntervalS
 	}

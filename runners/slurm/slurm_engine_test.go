@@ -79,7 +79,7 @@ func uniqueID(name string) string {
 
 func (c cluster) run(ctx context.Context, r *slurm.Runner, id, args string, cfg wire.SlurmConfig) runners.Outcome {
 	if cfg.PollIntervalS == nil {
-		cfg.PollIntervalS = ptr(wire.Float(0.2))
+		cfg.PollIntervalS = ptr(wire.Number(0.2))
 	}
 	reg := runners.NewRegistry(runners.Config{Root: c.root, Default: runners.KindSlurm, Entry: []string{c.entry}}, r)
 	return reg.Execute(ctx, wire.Run{InvocationID: id, ArgsBlob: []byte(args), RunConfig: wire.RunConfig{Slurm: &cfg}})

@@ -63,7 +63,7 @@ exec 'python3' '-m' 'dreamlake.lakeshore.daemon.entry'
 	inv.Run.ParentInvocationID, inv.Run.RootInvocationID = ptr("p"), ptr("r")
 	inv.Entry = []string{"/opt/entry", "it's"}
 	inv.Run.RunConfig.Slurm = &wire.SlurmConfig{Partition: "gpu", Time: "00:10:00", Gres: "gpu:a100:2", Nodes: "1",
-		NtasksPerNode: "4", CPUsPerTask: "8", Mem: "16G", PollIntervalS: ptr(wire.Float(2))}
+		NtasksPerNode: "4", CPUsPerTask: "8", Mem: "16G", PollIntervalS: ptr(wire.Number(2))}
 	want = `#!/bin/bash
 #SBATCH --job-name=nymph-inv7
 #SBATCH --chdir=/var/lib/udf/inv7
@@ -227,7 +227,7 @@ func runJob(t *testing.T, opt Options, ctx context.Context, root, args string) r
 	t.Helper()
 	reg := runners.NewRegistry(runners.Config{Root: root, Default: runners.KindSlurm, Entry: []string{entryPath}}, New(opt))
 	return reg.Execute(ctx, wire.Run{InvocationID: "job1", ArgsBlob: []byte(args),
-		RunConfig: wire.RunConfig{Slurm: &wire.SlurmConfig{PollIntervalS: ptr(wire.Float(0.05))}}})
+		RunConfig: wire.RunConfig{Slurm: &wire.SlurmConfig{PollIntervalS: ptr(wire.Number(0.05))}}})
 }
 
 func TestRunWithFakeSlurm(t *testing.T) {

@@ -145,13 +145,16 @@ func (p *Plane) admit(e Hello) *worker {
 
 func (p *Plane) helloResponse(e Hello, workerID *string) wire.HelloResponse {
 	token := p.newULID(e.Now)
-	now := wire.Float(float64(e.Now.UnixMicro()) / 1e6)
+	// Whole seconds, so the value goes out as an integer that a daemon
+	// typing it i64 or f64 reads alike; skew below a second is noise
+	// beside a round trip and the 60-second signature window.
+	now := wire.Number(e.Now.Unix())
 	return wire.HelloResponse{
 		WorkerID:           workerID,
 		SessionToken:       &token,
 		SessionTTLS:        SessionTTLS,
 		Config:             map[string]msgp.Raw{},
-		KeyRotationMaxAgeS: wire.Float(p.cfg.KeyRotationMaxAgeS),
+		KeyRotationMaxAgeS: wire.Number(p.cfg.KeyRotationMaxAgeS),
 		ServerTimeEpochS:   &now,
 	}
 }

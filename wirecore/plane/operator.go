@@ -2,6 +2,7 @@ package plane
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -84,9 +85,15 @@ func (p *Plane) onEnqueueExec(e EnqueueExec) {
 		p.opError(e.Req, StatusBadRequest, "exec: command is required")
 		return
 	}
-	body := wire.Exec{ExecID: p.newExecID(), Command: r.Command, Env: r.Env, Stdin: r.Stdin, Workdir: r.Workdir}
+	body := wire.Exec{ExecID: p.newExecID(), Command: r.Command, Env: r.Env, Workdir: r.Workdir}
+	if body.Env == nil {
+		body.Env = map[string]string{}
+	}
+	if r.Stdin != nil {
+		body.Stdin = *r.Stdin
+	}
 	if r.TimeoutS != nil {
-		t := wire.Float(*r.TimeoutS)
+		t := wire.Number(*r.TimeoutS)
 		body.TimeoutS = &t
 	}
 	if r.Stream {
@@ -145,7 +152,10 @@ func (p *Plane) onEnqueueHibernate(e EnqueueHibernate) {
 		p.opError(e.Req, StatusBadRequest, "hibernate: until_epoch_s is required")
 		return
 	}
-	raw, _ := (&wire.Hibernate{UntilEpochS: wire.Float(e.Body.UntilEpochS)}).MarshalMsg(nil)
+	// A whole second, rounded up: it goes out as an integer, and a daemon
+	// never wakes before the time the operator asked for.
+	until := wire.Number(math.Ceil(e.Body.UntilEpochS))
+	raw, _ := (&wire.Hibernate{UntilEpochS: until}).MarshalMsg(nil)
 	p.enqueueSimple(e.Req, w, wire.KindHibernate, raw, e.Now)
 }
 

@@ -26,15 +26,17 @@ type Config struct {
 	// TargetVersion, when set, is sent as target_nymph_version to every
 	// worker whose versions.daemon differs (a per-worker update wins).
 	TargetVersion string
-	// KeyRotationMaxAgeS is the advisory key_rotation_max_age_s of hello.
-	KeyRotationMaxAgeS float64
+	// KeyRotationMaxAgeS is the advisory key_rotation_max_age_s of hello,
+	// in whole seconds (sent as an integer).
+	KeyRotationMaxAgeS int64
 	// Retain is how long finished execs (with their logs) and finished
 	// invocations are kept after they finished; Tick forgets older ones,
 	// in memory and in the store. Zero keeps them forever.
 	Retain time.Duration
 }
 
-// SessionTTLS is the session_ttl_s of every hello response.
+// SessionTTLS is the session_ttl_s of every hello response, in whole
+// seconds (sent as an integer).
 const SessionTTLS = 86400
 
 // persistSeenEvery bounds how stale a stored LastSeen may be: polls move

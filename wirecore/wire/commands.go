@@ -17,7 +17,7 @@ const (
 
 // Hibernate asks the daemon to leave its poll loop until UntilEpochS.
 type Hibernate struct {
-	UntilEpochS Float `msg:"until_epoch_s"`
+	UntilEpochS Number `msg:"until_epoch_s"`
 }
 
 // Setup is a host-provisioning script run as a synthetic invocation.
@@ -28,14 +28,18 @@ type Setup struct {
 	Name                *string `msg:"name,omitempty"`
 }
 
-// Exec is a shell command run under `bash -c`.
+// Exec is a shell command run under `bash -c`. Env and Stdin are always
+// written, as an empty map and "" when there are none: protocol "1" lists
+// them as required, and a daemon whose types say so cannot read an exec
+// without them. A body that writes them as nil is still read (Dispatch
+// retries without nil entries).
 type Exec struct {
 	ExecID        string            `msg:"exec_id"`
 	Command       string            `msg:"command"`
-	Env           map[string]string `msg:"env,omitempty,allownil"`
-	Stdin         *string           `msg:"stdin,omitempty"`
+	Env           map[string]string `msg:"env"`
+	Stdin         string            `msg:"stdin"`
 	Workdir       *string           `msg:"workdir,omitempty"`
-	TimeoutS      *Float            `msg:"timeout_s,omitempty"`
+	TimeoutS      *Number           `msg:"timeout_s,omitempty"`
 	Log           *LogSink          `msg:"log,omitempty"`
 	PayloadInline Blob              `msg:"payload_inline,omitzero"`
 	PayloadRef    *PayloadRef       `msg:"payload_ref,omitempty"`
@@ -108,24 +112,24 @@ type RegistryAuth struct {
 
 // SlurmConfig is run_config.slurm. Text fields accept strings or numbers.
 type SlurmConfig struct {
-	Partition     string `msg:"partition,omitempty" json:"partition,omitempty"`
-	Time          string `msg:"time,omitempty" json:"time,omitempty"`
-	Gres          string `msg:"gres,omitempty" json:"gres,omitempty"`
-	Nodes         Text   `msg:"nodes,omitzero" json:"nodes,omitempty"`
-	NtasksPerNode Text   `msg:"ntasks-per-node,omitzero" json:"ntasks-per-node,omitempty"`
-	CPUsPerTask   Text   `msg:"cpus-per-task,omitzero" json:"cpus-per-task,omitempty"`
-	Mem           Text   `msg:"mem,omitzero" json:"mem,omitempty"`
-	PollIntervalS *Float `msg:"poll_interval_s,omitempty" json:"poll_interval_s,omitempty"`
+	Partition     string  `msg:"partition,omitempty" json:"partition,omitempty"`
+	Time          string  `msg:"time,omitempty" json:"time,omitempty"`
+	Gres          string  `msg:"gres,omitempty" json:"gres,omitempty"`
+	Nodes         Text    `msg:"nodes,omitzero" json:"nodes,omitempty"`
+	NtasksPerNode Text    `msg:"ntasks-per-node,omitzero" json:"ntasks-per-node,omitempty"`
+	CPUsPerTask   Text    `msg:"cpus-per-task,omitzero" json:"cpus-per-task,omitempty"`
+	Mem           Text    `msg:"mem,omitzero" json:"mem,omitempty"`
+	PollIntervalS *Number `msg:"poll_interval_s,omitempty" json:"poll_interval_s,omitempty"`
 }
 
 // KubeConfig is run_config.kube. PVC names a ReadWriteMany claim that holds
 // the workdir as a sub-path (for multi-node clusters); empty means hostPath.
 type KubeConfig struct {
-	Namespace     string `msg:"namespace,omitempty" json:"namespace,omitempty"`
-	Context       string `msg:"context,omitempty" json:"context,omitempty"`
-	GPU           Text   `msg:"gpu,omitzero" json:"gpu,omitempty"`
-	CPU           Text   `msg:"cpu,omitzero" json:"cpu,omitempty"`
-	Memory        Text   `msg:"memory,omitzero" json:"memory,omitempty"`
-	PollIntervalS *Float `msg:"poll_interval_s,omitempty" json:"poll_interval_s,omitempty"`
-	PVC           string `msg:"pvc,omitempty" json:"pvc,omitempty"`
+	Namespace     string  `msg:"namespace,omitempty" json:"namespace,omitempty"`
+	Context       string  `msg:"context,omitempty" json:"context,omitempty"`
+	GPU           Text    `msg:"gpu,omitzero" json:"gpu,omitempty"`
+	CPU           Text    `msg:"cpu,omitzero" json:"cpu,omitempty"`
+	Memory        Text    `msg:"memory,omitzero" json:"memory,omitempty"`
+	PollIntervalS *Number `msg:"poll_interval_s,omitempty" json:"poll_interval_s,omitempty"`
+	PVC           string  `msg:"pvc,omitempty" json:"pvc,omitempty"`
 }

@@ -595,63 +595,42 @@ func (z *Exec) DecodeMsg(dc *msgp.Reader) (err error) {
 				return
 			}
 		case "env":
-			if dc.IsNil() {
-				err = dc.ReadNil()
+			var zb0002 uint32
+			zb0002, err = dc.ReadMapHeader()
+			if err != nil {
+				err = msgp.WrapError(err, "Env")
+				return
+			}
+			if zb0002 > z53facf76limitMaps {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if z.Env == nil {
+				z.Env = make(map[string]string, zb0002)
+			} else if len(z.Env) > 0 {
+				clear(z.Env)
+			}
+			for zb0002 > 0 {
+				zb0002--
+				var za0001 string
+				za0001, err = dc.ReadString()
 				if err != nil {
 					err = msgp.WrapError(err, "Env")
 					return
 				}
-				z.Env = nil
-			} else {
-				var zb0002 uint32
-				zb0002, err = dc.ReadMapHeader()
+				var za0002 string
+				za0002, err = dc.ReadString()
 				if err != nil {
-					err = msgp.WrapError(err, "Env")
+					err = msgp.WrapError(err, "Env", za0001)
 					return
 				}
-				if zb0002 > z53facf76limitMaps {
-					err = msgp.ErrLimitExceeded
-					return
-				}
-				if z.Env == nil {
-					z.Env = make(map[string]string, zb0002)
-				} else if len(z.Env) > 0 {
-					clear(z.Env)
-				}
-				for zb0002 > 0 {
-					zb0002--
-					var za0001 string
-					za0001, err = dc.ReadString()
-					if err != nil {
-						err = msgp.WrapError(err, "Env")
-						return
-					}
-					var za0002 string
-					za0002, err = dc.ReadString()
-					if err != nil {
-						err = msgp.WrapError(err, "Env", za0001)
-						return
-					}
-					z.Env[za0001] = za0002
-				}
+				z.Env[za0001] = za0002
 			}
 		case "stdin":
-			if dc.IsNil() {
-				err = dc.ReadNil()
-				if err != nil {
-					err = msgp.WrapError(err, "Stdin")
-					return
-				}
-				z.Stdin = nil
-			} else {
-				if z.Stdin == nil {
-					z.Stdin = new(string)
-				}
-				*z.Stdin, err = dc.ReadString()
-				if err != nil {
-					err = msgp.WrapError(err, "Stdin")
-					return
-				}
+			z.Stdin, err = dc.ReadString()
+			if err != nil {
+				err = msgp.WrapError(err, "Stdin")
+				return
 			}
 		case "workdir":
 			if dc.IsNil() {
@@ -681,7 +660,7 @@ func (z *Exec) DecodeMsg(dc *msgp.Reader) (err error) {
 				z.TimeoutS = nil
 			} else {
 				if z.TimeoutS == nil {
-					z.TimeoutS = new(Float)
+					z.TimeoutS = new(Number)
 				}
 				err = z.TimeoutS.DecodeMsg(dc)
 				if err != nil {
@@ -748,14 +727,6 @@ func (z *Exec) EncodeMsg(en *msgp.Writer) (err error) {
 	zb0001Len := uint32(9)
 	var zb0001Mask uint16 /* 9 bits */
 	_ = zb0001Mask
-	if z.Env == nil {
-		zb0001Len--
-		zb0001Mask |= 0x4
-	}
-	if z.Stdin == nil {
-		zb0001Len--
-		zb0001Mask |= 0x8
-	}
 	if z.Workdir == nil {
 		zb0001Len--
 		zb0001Mask |= 0x10
@@ -804,48 +775,37 @@ func (z *Exec) EncodeMsg(en *msgp.Writer) (err error) {
 			err = msgp.WrapError(err, "Command")
 			return
 		}
-		if (zb0001Mask & 0x4) == 0 { // if not omitted
-			// write "env"
-			err = en.Append(0xa3, 0x65, 0x6e, 0x76)
-			if err != nil {
-				return
-			}
-			err = en.WriteMapHeader(uint32(len(z.Env)))
+		// write "env"
+		err = en.Append(0xa3, 0x65, 0x6e, 0x76)
+		if err != nil {
+			return
+		}
+		err = en.WriteMapHeader(uint32(len(z.Env)))
+		if err != nil {
+			err = msgp.WrapError(err, "Env")
+			return
+		}
+		for za0001, za0002 := range z.Env {
+			err = en.WriteString(za0001)
 			if err != nil {
 				err = msgp.WrapError(err, "Env")
 				return
 			}
-			for za0001, za0002 := range z.Env {
-				err = en.WriteString(za0001)
-				if err != nil {
-					err = msgp.WrapError(err, "Env")
-					return
-				}
-				err = en.WriteString(za0002)
-				if err != nil {
-					err = msgp.WrapError(err, "Env", za0001)
-					return
-				}
-			}
-		}
-		if (zb0001Mask & 0x8) == 0 { // if not omitted
-			// write "stdin"
-			err = en.Append(0xa5, 0x73, 0x74, 0x64, 0x69, 0x6e)
+			err = en.WriteString(za0002)
 			if err != nil {
+				err = msgp.WrapError(err, "Env", za0001)
 				return
 			}
-			if z.Stdin == nil {
-				err = en.WriteNil()
-				if err != nil {
-					return
-				}
-			} else {
-				err = en.WriteString(*z.Stdin)
-				if err != nil {
-					err = msgp.WrapError(err, "Stdin")
-					return
-				}
-			}
+		}
+		// write "stdin"
+		err = en.Append(0xa5, 0x73, 0x74, 0x64, 0x69, 0x6e)
+		if err != nil {
+			return
+		}
+		err = en.WriteString(z.Stdin)
+		if err != nil {
+			err = msgp.WrapError(err, "Stdin")
+			return
 		}
 		if (zb0001Mask & 0x10) == 0 { // if not omitted
 			// write "workdir"
@@ -946,14 +906,6 @@ func (z *Exec) MarshalMsg(b []byte) (o []byte, err error) {
 	zb0001Len := uint32(9)
 	var zb0001Mask uint16 /* 9 bits */
 	_ = zb0001Mask
-	if z.Env == nil {
-		zb0001Len--
-		zb0001Mask |= 0x4
-	}
-	if z.Stdin == nil {
-		zb0001Len--
-		zb0001Mask |= 0x8
-	}
 	if z.Workdir == nil {
 		zb0001Len--
 		zb0001Mask |= 0x10
@@ -985,24 +937,16 @@ func (z *Exec) MarshalMsg(b []byte) (o []byte, err error) {
 		// string "command"
 		o = append(o, 0xa7, 0x63, 0x6f, 0x6d, 0x6d, 0x61, 0x6e, 0x64)
 		o = msgp.AppendString(o, z.Command)
-		if (zb0001Mask & 0x4) == 0 { // if not omitted
-			// string "env"
-			o = append(o, 0xa3, 0x65, 0x6e, 0x76)
-			o = msgp.AppendMapHeader(o, uint32(len(z.Env)))
-			for za0001, za0002 := range z.Env {
-				o = msgp.AppendString(o, za0001)
-				o = msgp.AppendString(o, za0002)
-			}
+		// string "env"
+		o = append(o, 0xa3, 0x65, 0x6e, 0x76)
+		o = msgp.AppendMapHeader(o, uint32(len(z.Env)))
+		for za0001, za0002 := range z.Env {
+			o = msgp.AppendString(o, za0001)
+			o = msgp.AppendString(o, za0002)
 		}
-		if (zb0001Mask & 0x8) == 0 { // if not omitted
-			// string "stdin"
-			o = append(o, 0xa5, 0x73, 0x74, 0x64, 0x69, 0x6e)
-			if z.Stdin == nil {
-				o = msgp.AppendNil(o)
-			} else {
-				o = msgp.AppendString(o, *z.Stdin)
-			}
-		}
+		// string "stdin"
+		o = append(o, 0xa5, 0x73, 0x74, 0x64, 0x69, 0x6e)
+		o = msgp.AppendString(o, z.Stdin)
 		if (zb0001Mask & 0x10) == 0 { // if not omitted
 			// string "workdir"
 			o = append(o, 0xa7, 0x77, 0x6f, 0x72, 0x6b, 0x64, 0x69, 0x72)
@@ -1099,58 +1043,42 @@ func (z *Exec) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				return
 			}
 		case "env":
-			if msgp.IsNil(bts) {
-				bts = bts[1:]
-				z.Env = nil
-			} else {
-				var zb0002 uint32
-				zb0002, bts, err = msgp.ReadMapHeaderBytes(bts)
+			var zb0002 uint32
+			zb0002, bts, err = msgp.ReadMapHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Env")
+				return
+			}
+			if zb0002 > z53facf76limitMaps {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if z.Env == nil {
+				z.Env = make(map[string]string, zb0002)
+			} else if len(z.Env) > 0 {
+				clear(z.Env)
+			}
+			for zb0002 > 0 {
+				var za0002 string
+				zb0002--
+				var za0001 string
+				za0001, bts, err = msgp.ReadStringBytes(bts)
 				if err != nil {
 					err = msgp.WrapError(err, "Env")
 					return
 				}
-				if zb0002 > z53facf76limitMaps {
-					err = msgp.ErrLimitExceeded
+				za0002, bts, err = msgp.ReadStringBytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Env", za0001)
 					return
 				}
-				if z.Env == nil {
-					z.Env = make(map[string]string, zb0002)
-				} else if len(z.Env) > 0 {
-					clear(z.Env)
-				}
-				for zb0002 > 0 {
-					var za0002 string
-					zb0002--
-					var za0001 string
-					za0001, bts, err = msgp.ReadStringBytes(bts)
-					if err != nil {
-						err = msgp.WrapError(err, "Env")
-						return
-					}
-					za0002, bts, err = msgp.ReadStringBytes(bts)
-					if err != nil {
-						err = msgp.WrapError(err, "Env", za0001)
-						return
-					}
-					z.Env[za0001] = za0002
-				}
+				z.Env[za0001] = za0002
 			}
 		case "stdin":
-			if msgp.IsNil(bts) {
-				bts, err = msgp.ReadNilBytes(bts)
-				if err != nil {
-					return
-				}
-				z.Stdin = nil
-			} else {
-				if z.Stdin == nil {
-					z.Stdin = new(string)
-				}
-				*z.Stdin, bts, err = reuseString(bts, *z.Stdin)
-				if err != nil {
-					err = msgp.WrapError(err, "Stdin")
-					return
-				}
+			z.Stdin, bts, err = reuseString(bts, z.Stdin)
+			if err != nil {
+				err = msgp.WrapError(err, "Stdin")
+				return
 			}
 		case "workdir":
 			if msgp.IsNil(bts) {
@@ -1178,7 +1106,7 @@ func (z *Exec) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				z.TimeoutS = nil
 			} else {
 				if z.TimeoutS == nil {
-					z.TimeoutS = new(Float)
+					z.TimeoutS = new(Number)
 				}
 				bts, err = z.TimeoutS.UnmarshalMsg(bts)
 				if err != nil {
@@ -1247,13 +1175,7 @@ func (z *Exec) Msgsize() (s int) {
 			s += msgp.StringPrefixSize + len(za0001) + msgp.StringPrefixSize + len(za0002)
 		}
 	}
-	s += 6
-	if z.Stdin == nil {
-		s += msgp.NilSize
-	} else {
-		s += msgp.StringPrefixSize + len(*z.Stdin)
-	}
-	s += 8
+	s += 6 + msgp.StringPrefixSize + len(z.Stdin) + 8
 	if z.Workdir == nil {
 		s += msgp.NilSize
 	} else {
@@ -1593,7 +1515,7 @@ func (z *KubeConfig) DecodeMsg(dc *msgp.Reader) (err error) {
 				z.PollIntervalS = nil
 			} else {
 				if z.PollIntervalS == nil {
-					z.PollIntervalS = new(Float)
+					z.PollIntervalS = new(Number)
 				}
 				err = z.PollIntervalS.DecodeMsg(dc)
 				if err != nil {
@@ -1915,7 +1837,7 @@ func (z *KubeConfig) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				z.PollIntervalS = nil
 			} else {
 				if z.PollIntervalS == nil {
-					z.PollIntervalS = new(Float)
+					z.PollIntervalS = new(Number)
 				}
 				bts, err = z.PollIntervalS.UnmarshalMsg(bts)
 				if err != nil {
@@ -4054,7 +3976,7 @@ func (z *SlurmConfig) DecodeMsg(dc *msgp.Reader) (err error) {
 				z.PollIntervalS = nil
 			} else {
 				if z.PollIntervalS == nil {
-					z.PollIntervalS = new(Float)
+					z.PollIntervalS = new(Number)
 				}
 				err = z.PollIntervalS.DecodeMsg(dc)
 				if err != nil {
@@ -4411,7 +4333,7 @@ func (z *SlurmConfig) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				z.PollIntervalS = nil
 			} else {
 				if z.PollIntervalS == nil {
-					z.PollIntervalS = new(Float)
+					z.PollIntervalS = new(Number)
 				}
 				bts, err = z.PollIntervalS.UnmarshalMsg(bts)
 				if err != nil {

@@ -97,13 +97,13 @@ type GPU struct {
 type HelloResponse struct {
 	WorkerID           *string             `msg:"worker_id"`
 	SessionToken       *string             `msg:"session_token"`
-	SessionTTLS        Float               `msg:"session_ttl_s"`
+	SessionTTLS        Number              `msg:"session_ttl_s"`
 	Config             map[string]msgp.Raw `msg:"config"`
 	Cursor             *string             `msg:"cursor"`
 	Reject             *Reject             `msg:"reject"`
 	KeyID              *string             `msg:"key_id"`
-	KeyRotationMaxAgeS Float               `msg:"key_rotation_max_age_s"`
-	ServerTimeEpochS   *Float              `msg:"server_time_epoch_s"`
+	KeyRotationMaxAgeS Number              `msg:"key_rotation_max_age_s"`
+	ServerTimeEpochS   *Number             `msg:"server_time_epoch_s"`
 }
 
 // Reject is a hello refusal: one of the nine codes and a human message.

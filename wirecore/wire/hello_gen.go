@@ -1227,7 +1227,7 @@ func (z *HelloResponse) DecodeMsg(dc *msgp.Reader) (err error) {
 				z.ServerTimeEpochS = nil
 			} else {
 				if z.ServerTimeEpochS == nil {
-					z.ServerTimeEpochS = new(Float)
+					z.ServerTimeEpochS = new(Number)
 				}
 				err = z.ServerTimeEpochS.DecodeMsg(dc)
 				if err != nil {
@@ -1689,7 +1689,7 @@ func (z *HelloResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				z.ServerTimeEpochS = nil
 			} else {
 				if z.ServerTimeEpochS == nil {
-					z.ServerTimeEpochS = new(Float)
+					z.ServerTimeEpochS = new(Number)
 				}
 				bts, err = z.ServerTimeEpochS.UnmarshalMsg(bts)
 				if err != nil {

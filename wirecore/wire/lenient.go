@@ -11,11 +11,21 @@ import (
 
 // Peers written in Python or Rust may send 20 or 20.0 for the same field,
 // and msgp's generated readers are strict about int versus float. Every
-// numeric field of the protocol therefore uses Float or Int, whose decoders
-// accept any msgpack int, uint or float (and nil as zero).
+// numeric field of the protocol therefore uses Float, Number or Int, whose
+// decoders accept any msgpack int, uint or float (and nil as zero). They
+// differ in what they write: see each type.
 
-// Float is a protocol number encoded as a msgpack float64.
+// Float is a protocol number encoded as a msgpack float64: the poll
+// request's timeout_s, which a daemon of protocol "1" writes as 20.0.
 type Float float64
+
+// Number is a protocol number a control plane sends: encoded as a msgpack
+// integer (smallest form) when its value is whole, as float64 otherwise.
+// A peer in Rust that typed the field u64 reads a whole value, and one that
+// typed it f64 reads either form, so an integer is the form every careful
+// reader accepts; a fraction is kept where it means something (a 2.5 s
+// timeout). Decoding accepts any number, as Float does.
+type Number float64
 
 // Int is a protocol integer encoded as a msgpack int; a float with no
 // fractional part is accepted on decode.
@@ -55,6 +65,51 @@ func (f *Float) DecodeMsg(r *msgp.Reader) error {
 		return err
 	}
 	*f = Float(v.float())
+	return nil
+}
+
+// isWholeInt64 reports whether f has no fractional part and fits an int64.
+func isWholeInt64(f float64) bool {
+	// 2^63 itself is out of range; math.MaxInt64 as a float64 rounds up to it.
+	return f == math.Trunc(f) && f >= -1<<63 && f < 1<<63
+}
+
+// MarshalMsg implements msgp.Marshaler.
+func (n Number) MarshalMsg(b []byte) ([]byte, error) {
+	if f := float64(n); isWholeInt64(f) {
+		return msgp.AppendInt64(b, int64(f)), nil
+	}
+	return msgp.AppendFloat64(b, float64(n)), nil
+}
+
+// Msgsize implements msgp.Sizer.
+func (n Number) Msgsize() int { return max(msgp.Int64Size, msgp.Float64Size) }
+
+// EncodeMsg implements msgp.Encodable.
+func (n Number) EncodeMsg(w *msgp.Writer) error {
+	if f := float64(n); isWholeInt64(f) {
+		return w.WriteInt64(int64(f))
+	}
+	return w.WriteFloat64(float64(n))
+}
+
+// UnmarshalMsg implements msgp.Unmarshaler.
+func (n *Number) UnmarshalMsg(b []byte) ([]byte, error) {
+	v, rest, err := readNumberBytes(b)
+	if err != nil {
+		return b, err
+	}
+	*n = Number(v.float())
+	return rest, nil
+}
+
+// DecodeMsg implements msgp.Decodable.
+func (n *Number) DecodeMsg(r *msgp.Reader) error {
+	v, err := readNumber(r)
+	if err != nil {
+		return err
+	}
+	*n = Number(v.float())
 	return nil
 }
 
@@ -268,8 +323,7 @@ func (v numberValue) int() (int64, error) {
 		}
 		return int64(v.u), nil
 	}
-	// 2^63 itself is out of range; math.MaxInt64 as a float64 rounds up to it.
-	if v.f != math.Trunc(v.f) || v.f >= 1<<63 || v.f < -1<<63 || math.IsNaN(v.f) {
+	if !isWholeInt64(v.f) {
 		return 0, fmt.Errorf("wire: number %v is not an integer", v.f)
 	}
 	return int64(v.f), nil

@@ -1,6 +1,7 @@
 package wire_test
 
 import (
+	"bytes"
 	"math"
 	"testing"
 
@@ -79,6 +80,58 @@ func TestIntAcceptsWholeFloats(t *testing.T) {
 	var lo wire.Int
 	if _, err := lo.UnmarshalMsg(msgp.AppendFloat64(nil, -9223372036854775808)); err != nil || lo != math.MinInt64 {
 		t.Errorf("-2^63: %d, %v", lo, err)
+	}
+}
+
+// A Number goes out as an integer whenever its value is whole: a peer that
+// typed the field u64 refuses a float, while one that typed it f64 reads an
+// integer too.
+func TestNumberSendsWholeValuesAsIntegers(t *testing.T) {
+	cases := []struct {
+		in     wire.Number
+		intish bool
+	}{
+		{86400, true}, {0, true}, {-3, true}, {1764410000, true}, {wire.Number(math.Copysign(0, -1)), true},
+		{2.5, false}, {0.2, false}, {1 << 63, false}, {-1 << 64, false},
+		{wire.Number(math.NaN()), false}, {wire.Number(math.Inf(1)), false},
+	}
+	for _, c := range cases {
+		b, err := c.in.MarshalMsg(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var w bytes.Buffer
+		mw := msgp.NewWriter(&w)
+		if err := c.in.EncodeMsg(mw); err != nil || mw.Flush() != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(b, w.Bytes()) {
+			t.Errorf("%v: MarshalMsg %x, EncodeMsg %x", c.in, b, w.Bytes())
+		}
+		if len(b) > c.in.Msgsize() {
+			t.Errorf("%v: %d bytes, Msgsize %d", c.in, len(b), c.in.Msgsize())
+		}
+		typ := msgp.NextType(b)
+		if got := typ == msgp.IntType || typ == msgp.UintType; got != c.intish {
+			t.Errorf("%v encoded as %v (%x)", c.in, typ, b)
+		}
+		var back wire.Number
+		if _, err := back.UnmarshalMsg(b); err != nil || (back != c.in && c.in == c.in) {
+			t.Errorf("%v round-tripped to %v, %v", c.in, back, err)
+		}
+	}
+	want := map[string]wire.Number{
+		"fixint 20": 20, "uint8 200": 200, "uint64 20": 20, "int8 -3": -3, "int64 20": 20,
+		"float64 20": 20, "float32 2.5": 2.5, "float64 0.5": 0.5, "nil": 0,
+	}
+	for name, b := range numberEncodings(t) {
+		var n, viaReader wire.Number
+		if _, err := n.UnmarshalMsg(b); err != nil || n != want[name] {
+			t.Errorf("%s: got %v, %v; want %v", name, n, err, want[name])
+		}
+		if err := msgp.Decode(bytesReader(b), &viaReader); err != nil || viaReader != want[name] {
+			t.Errorf("%s via Reader: %v, %v", name, viaReader, err)
+		}
 	}
 }
 

@@ -181,7 +181,7 @@ func helloResponse() *wire.HelloResponse {
 		Reject:             nil,
 		KeyID:              ptr(keyID),
 		KeyRotationMaxAgeS: 2592000,
-		ServerTimeEpochS:   ptr(wire.Float(1764410000.25)),
+		ServerTimeEpochS:   ptr(wire.Number(1764410000)),
 	}
 }
 
@@ -189,13 +189,13 @@ func helloResponseFields() M {
 	return M{
 		"worker_id":              workerID,
 		"session_token":          sessionULID,
-		"session_ttl_s":          86400.0,
+		"session_ttl_s":          86400,
 		"config":                 Verbatim{"log_level": "info"},
 		"cursor":                 nil,
 		"reject":                 nil,
 		"key_id":                 keyID,
-		"key_rotation_max_age_s": 2592000.0,
-		"server_time_epoch_s":    1764410000.25,
+		"key_rotation_max_age_s": 2592000,
+		"server_time_epoch_s":    1764410000,
 	}
 }
 
@@ -214,12 +214,12 @@ func helloResponseRejectFields() M {
 	return M{
 		"worker_id":              nil,
 		"session_token":          nil,
-		"session_ttl_s":          0.0,
+		"session_ttl_s":          0,
 		"config":                 Verbatim{},
 		"cursor":                 nil,
 		"reject":                 M{"code": "enroll_token_required", "message": "this control plane requires an enrollment token"},
 		"key_id":                 nil,
-		"key_rotation_max_age_s": 0.0,
+		"key_rotation_max_age_s": 0,
 		"server_time_epoch_s":    nil,
 	}
 }
@@ -266,7 +266,7 @@ var pollRequestNullable = []string{"cursor", "invocations.[].exit_code", "update
 
 func hibernate() *wire.Hibernate { return &wire.Hibernate{UntilEpochS: 1764413600} }
 
-func hibernateFields() M { return M{"until_epoch_s": 1764413600.0} }
+func hibernateFields() M { return M{"until_epoch_s": 1764413600} }
 
 func setup() *wire.Setup {
 	return &wire.Setup{
@@ -311,9 +311,9 @@ func exec() *wire.Exec {
 		ExecID:   "ex_01JD3S6Z8Q4K",
 		Command:  "python3 train.py --epochs 3",
 		Env:      map[string]string{"CUDA_VISIBLE_DEVICES": "0"},
-		Stdin:    ptr("yes\n"),
+		Stdin:    "yes\n",
 		Workdir:  ptr("/srv/job"),
-		TimeoutS: ptr(wire.Float(3600)),
+		TimeoutS: ptr(wire.Number(3600)),
 		Log: &wire.LogSink{
 			StdoutURL:  "https://cp.example.test/v1/daemon/exec/ex_01JD3S6Z8Q4K/chunk",
 			StdinURL:   ptr("https://cp.example.test/v1/daemon/exec/ex_01JD3S6Z8Q4K/stdin"),
@@ -333,7 +333,7 @@ func execFields() M {
 		"env":       Verbatim{"CUDA_VISIBLE_DEVICES": "0"},
 		"stdin":     "yes\n",
 		"workdir":   "/srv/job",
-		"timeout_s": 3600.0,
+		"timeout_s": 3600,
 		"log": M{
 			"stdout_url":  "https://cp.example.test/v1/daemon/exec/ex_01JD3S6Z8Q4K/chunk",
 			"stdin_url":   "https://cp.example.test/v1/daemon/exec/ex_01JD3S6Z8Q4K/stdin",
@@ -347,16 +347,18 @@ func execFields() M {
 }
 
 var execNullable = []string{
-	"stdin", "workdir", "timeout_s", "log", "log.stdin_url", "log.control_url",
+	"workdir", "timeout_s", "log", "log.stdin_url", "log.control_url",
 	"payload_inline", "payload_ref", "payload_ref.sha256", "payload_ref.content_type",
 }
 
-// The smallest exec a control plane may send.
+// The smallest exec a control plane may send: env and stdin are required.
 func execMinimal() *wire.Exec {
 	return &wire.Exec{ExecID: "ex_01JD3S6Z8Q4L", Command: "uname -a"}
 }
 
-func execMinimalFields() M { return M{"exec_id": "ex_01JD3S6Z8Q4L", "command": "uname -a"} }
+func execMinimalFields() M {
+	return M{"exec_id": "ex_01JD3S6Z8Q4L", "command": "uname -a", "env": Verbatim{}, "stdin": ""}
+}
 
 func otaUpdate() *wire.OTAUpdate {
 	return &wire.OTAUpdate{
@@ -447,7 +449,7 @@ func runSlurm() *wire.Run {
 				NtasksPerNode: "4",
 				CPUsPerTask:   "8",
 				Mem:           "64G",
-				PollIntervalS: ptr(wire.Float(5)),
+				PollIntervalS: ptr(wire.Number(5)),
 			},
 		},
 		ArgsBlob:           []byte{},
@@ -470,7 +472,7 @@ func runSlurmFields() M {
 				"ntasks-per-node": "4",
 				"cpus-per-task":   "8",
 				"mem":             "64G",
-				"poll_interval_s": 5.0,
+				"poll_interval_s": 5,
 			},
 		},
 		"args_blob":            []byte{},
@@ -492,7 +494,7 @@ func runKube() *wire.Run {
 				GPU:           "1",
 				CPU:           "2",
 				Memory:        "8Gi",
-				PollIntervalS: ptr(wire.Float(2.5)),
+				PollIntervalS: ptr(wire.Number(2.5)),
 				PVC:           "shared-work",
 			},
 		},
