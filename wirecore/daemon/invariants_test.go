@@ -219,7 +219,7 @@ func (s *sim) command() wire.Command {
 	case wire.KindSetup:
 		body = &wire.Setup{Script: "true", RefreshCapabilities: s.r.IntN(2) == 0}
 	case wire.KindHibernate:
-		body = &wire.Hibernate{UntilEpochS: wire.Number(epochSeconds(s.now.Add(time.Duration(s.r.IntN(60)) * time.Second)))}
+		body = &wire.Hibernate{UntilEpochS: wire.Number(wire.TimestampOf(s.now.Add(time.Duration(s.r.IntN(60)) * time.Second)))}
 	}
 	raw := []byte{0xc0}
 	if body != nil {

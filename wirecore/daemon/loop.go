@@ -136,7 +136,7 @@ func (m *Machine) pollIfReady(now time.Time) {
 		req.Invocations = append(req.Invocations, wire.InvocationStatus{
 			InvocationID: r.id,
 			State:        wire.StateRunning,
-			StartedAt:    wire.Float(epochSeconds(r.started)),
+			StartedAt:    wire.TimestampOf(r.started),
 		})
 	}
 	if m.pendingCaps != nil {

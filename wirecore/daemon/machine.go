@@ -224,12 +224,6 @@ func retryableStatus(status int) bool {
 	return status >= 500 || status == 408 || status == 429
 }
 
-// epochSeconds is started_at's float epoch seconds; whole seconds and the
-// fraction are converted apart so that round values stay round.
-func epochSeconds(t time.Time) float64 {
-	return float64(t.Unix()) + float64(t.Nanosecond())/1e9
-}
-
 func epochTime(s float64) time.Time {
 	if math.IsNaN(s) || s <= 0 {
 		return time.Unix(0, 0)

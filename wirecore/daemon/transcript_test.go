@@ -465,7 +465,7 @@ func pollCommands(lines []string, now time.Time) ([]wire.Command, error) {
 			if err != nil {
 				return nil, fmt.Errorf("hibernate for=: %w", err)
 			}
-			body = &wire.Hibernate{UntilEpochS: wire.Number(epochSeconds(now.Add(d)))}
+			body = &wire.Hibernate{UntilEpochS: wire.Number(wire.TimestampOf(now.Add(d)))}
 		case wire.KindOTAUpdate:
 			body = &wire.OTAUpdate{Version: kv["version"], URL: "https://plane.example/bin/nymph", SHA256: kv["sha256"]}
 		case wire.KindResetBackoff, wire.KindRotateKey:

@@ -26,6 +26,7 @@ var valueOpts = cmp.Options{
 	// A protocol float may be NaN; EquateNaNs does not see named types.
 	cmp.Comparer(func(a, b wire.Float) bool { return a == b || (a != a && b != b) }),
 	cmp.Comparer(func(a, b wire.Number) bool { return a == b || (a != a && b != b) }),
+	cmp.Comparer(func(a, b wire.Timestamp) bool { return a == b || (a != a && b != b) }),
 	cmp.FilterValues(func(a, b msgp.Raw) bool { return len(a) > 0 || len(b) > 0 },
 		cmp.Comparer(func(a, b msgp.Raw) bool {
 			if bytes.Equal(a, b) {

@@ -5,15 +5,16 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"time"
 
 	"github.com/tinylib/msgp/msgp"
 )
 
 // Peers written in Python or Rust may send 20 or 20.0 for the same field,
 // and msgp's generated readers are strict about int versus float. Every
-// numeric field of the protocol therefore uses Float, Number or Int, whose
-// decoders accept any msgpack int, uint or float (and nil as zero). They
-// differ in what they write: see each type.
+// numeric field of the protocol therefore uses Float, Number, Int or
+// Timestamp, whose decoders accept any msgpack int, uint or float (and nil
+// as zero). They differ in what they write: see each type.
 
 // Float is a protocol number encoded as a msgpack float64: the poll
 // request's timeout_s, which a daemon of protocol "1" writes as 20.0.
@@ -26,6 +27,12 @@ type Float float64
 // reader accepts; a fraction is kept where it means something (a 2.5 s
 // timeout). Decoding accepts any number, as Float does.
 type Number float64
+
+// Timestamp is a point in time as epoch seconds, encoded as a msgpack
+// float64 (InvocationStatus.started_at). Decoding also accepts any integer
+// and an RFC 3339 string, which is how Rust's chrono serializes a DateTime
+// by default; a string without a zone offset is read as UTC.
+type Timestamp float64
 
 // Int is a protocol integer encoded as a msgpack int; a float with no
 // fractional part is accepted on decode.
@@ -111,6 +118,80 @@ func (n *Number) DecodeMsg(r *msgp.Reader) error {
 	}
 	*n = Number(v.float())
 	return nil
+}
+
+// TimestampOf returns t as a Timestamp, to the nanosecond; whole seconds
+// and the fraction are converted apart so that round values stay round.
+func TimestampOf(t time.Time) Timestamp {
+	return Timestamp(float64(t.Unix()) + float64(t.Nanosecond())/1e9)
+}
+
+// MarshalMsg implements msgp.Marshaler.
+func (ts Timestamp) MarshalMsg(b []byte) ([]byte, error) {
+	return msgp.AppendFloat64(b, float64(ts)), nil
+}
+
+// Msgsize implements msgp.Sizer.
+func (ts Timestamp) Msgsize() int { return msgp.Float64Size }
+
+// EncodeMsg implements msgp.Encodable.
+func (ts Timestamp) EncodeMsg(w *msgp.Writer) error { return w.WriteFloat64(float64(ts)) }
+
+// UnmarshalMsg implements msgp.Unmarshaler.
+func (ts *Timestamp) UnmarshalMsg(b []byte) ([]byte, error) {
+	if msgp.NextType(b) == msgp.StrType {
+		s, rest, err := msgp.ReadStringZC(b)
+		if err != nil {
+			return b, err
+		}
+		v, err := parseTimestamp(s)
+		if err != nil {
+			return b, err
+		}
+		*ts = v
+		return rest, nil
+	}
+	v, rest, err := readNumberBytes(b)
+	if err != nil {
+		return b, fmt.Errorf("wire: want epoch seconds or an RFC 3339 time: %w", err)
+	}
+	*ts = Timestamp(v.float())
+	return rest, nil
+}
+
+// DecodeMsg implements msgp.Decodable.
+func (ts *Timestamp) DecodeMsg(r *msgp.Reader) error {
+	if r.IsNil() { // msgp.Raw would read nil as no bytes at all
+		*ts = 0
+		return r.ReadNil()
+	}
+	var raw msgp.Raw
+	if err := raw.DecodeMsg(r); err != nil {
+		return err
+	}
+	_, err := ts.UnmarshalMsg(raw)
+	return err
+}
+
+// naiveRFC3339 is an RFC 3339 date-time without its zone offset, as chrono
+// writes a NaiveDateTime; fractional seconds of any length are accepted.
+const naiveRFC3339 = "2006-01-02T15:04:05"
+
+// maxQuoted bounds how much of a bad input an error message repeats.
+const maxQuoted = 64
+
+func parseTimestamp(s []byte) (Timestamp, error) {
+	t, err := time.Parse(time.RFC3339Nano, string(s))
+	if err != nil {
+		var naiveErr error
+		if t, naiveErr = time.Parse(naiveRFC3339, string(s)); naiveErr != nil {
+			if len(s) > maxQuoted {
+				s = s[:maxQuoted]
+			}
+			return 0, fmt.Errorf("wire: time %q is neither epoch seconds nor an RFC 3339 date-time", s)
+		}
+	}
+	return TimestampOf(t), nil
 }
 
 // MarshalMsg implements msgp.Marshaler.

@@ -3,7 +3,9 @@ package wire_test
 import (
 	"bytes"
 	"math"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/nymphd/nymph/wirecore/wire"
@@ -132,6 +134,58 @@ func TestNumberSendsWholeValuesAsIntegers(t *testing.T) {
 		if err := msgp.Decode(bytesReader(b), &viaReader); err != nil || viaReader != want[name] {
 			t.Errorf("%s via Reader: %v, %v", name, viaReader, err)
 		}
+	}
+}
+
+// started_at is untyped in protocol "1": numbers and RFC 3339 strings
+// (chrono's default) are read; nymph writes float epoch seconds.
+func TestTimestampForms(t *testing.T) {
+	const at = 1764410000 // 2025-11-29T09:53:20Z
+	cases := map[string]struct {
+		in   []byte
+		want wire.Timestamp
+	}{
+		"float":            {msgp.AppendFloat64(nil, at+0.5), at + 0.5},
+		"int":              {msgp.AppendInt64(nil, at), at},
+		"uint":             {msgp.AppendUint64(nil, at), at},
+		"nil":              {[]byte{0xc0}, 0},
+		"RFC 3339 Z":       {msgp.AppendString(nil, "2025-11-29T09:53:20Z"), at},
+		"RFC 3339 nanos":   {msgp.AppendString(nil, "2025-11-29T09:53:20.250000000Z"), at + 0.25},
+		"RFC 3339 offset":  {msgp.AppendString(nil, "2025-11-29T10:53:20.5+01:00"), at + 0.5},
+		"RFC 3339 +00:00":  {msgp.AppendString(nil, "2025-11-29T09:53:20+00:00"), at},
+		"naive, read UTC":  {msgp.AppendString(nil, "2025-11-29T09:53:20.125"), at + 0.125},
+		"naive, no digits": {msgp.AppendString(nil, "2025-11-29T09:53:20"), at},
+	}
+	for name, c := range cases {
+		var ts, viaReader wire.Timestamp
+		if _, err := ts.UnmarshalMsg(c.in); err != nil || ts != c.want {
+			t.Errorf("%s: got %v, %v; want %v", name, ts, err, c.want)
+		}
+		if err := msgp.Decode(bytesReader(c.in), &viaReader); err != nil || viaReader != c.want {
+			t.Errorf("%s via Reader: %v, %v", name, viaReader, err)
+		}
+	}
+	for name, in := range map[string][]byte{
+		"prose":    msgp.AppendString(nil, "yesterday"),
+		"date":     msgp.AppendString(nil, "2025-11-29"),
+		"bool":     {0xc3},
+		"array":    {0x90},
+		"bad zone": msgp.AppendString(nil, "2025-11-29T09:53:20 UTC"),
+	} {
+		var ts wire.Timestamp
+		_, err := ts.UnmarshalMsg(in)
+		if err == nil {
+			t.Errorf("%s decoded as Timestamp %v", name, ts)
+		} else if !strings.Contains(err.Error(), "RFC 3339") {
+			t.Errorf("%s: error %q does not say what is accepted", name, err)
+		}
+	}
+	b, _ := wire.Timestamp(at).MarshalMsg(nil)
+	if msgp.NextType(b) != msgp.Float64Type {
+		t.Errorf("Timestamp encoded as %v, want float64", msgp.NextType(b))
+	}
+	if got := wire.TimestampOf(time.Unix(at, 5e8)); got != at+0.5 {
+		t.Errorf("TimestampOf: %v", got)
 	}
 }
 

@@ -29,11 +29,11 @@ type PollRequest struct {
 // InvocationStatus reports one locally tracked run. Daemons publish only
 // state "running" with a null exit code and an empty tail.
 type InvocationStatus struct {
-	InvocationID string `msg:"invocation_id"`
-	State        string `msg:"state"`
-	StartedAt    Float  `msg:"started_at"`
-	ExitCode     *Int   `msg:"exit_code"`
-	StdoutTail   string `msg:"stdout_tail"`
+	InvocationID string    `msg:"invocation_id"`
+	State        string    `msg:"state"`
+	StartedAt    Timestamp `msg:"started_at"`
+	ExitCode     *Int      `msg:"exit_code"`
+	StdoutTail   string    `msg:"stdout_tail"`
 }
 
 // PollResponse carries the commands for this daemon, run in array order.
