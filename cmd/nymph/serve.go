@@ -33,7 +33,7 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 	relayTokenFile := flags.String("relay-token-file", "", "file holding the token relays present, mode 0600 (default: the daemon token)")
 	adminFile := flags.String("admin-token-file", "", "file holding the operator API's bearer, mode 0600, a token no daemon or relay holds (default: DATA-DIR/admin.token, generated when absent)")
 	storeKind := flags.String("store", "sqlite", `record store: "sqlite" (DATA-DIR/nymph.db) or "memory" (lost on exit)`)
-	publicURL := flags.String("public-url", "", "base URL daemons reach this server at, for presigned payload URLs (default: http://LISTEN)")
+	publicURL := flags.String("public-url", "", "base URL daemons reach this server at, for presigned payload URLs and the stdout_url of streamed execs (default: http://LISTEN)")
 	target := flags.String("target-version", "", "nymph version every daemon should run (sent as target_nymph_version)")
 	retain := flags.Duration("retain", 24*time.Hour, "how long finished execs (with their logs) and invocations are kept; 0 keeps them forever")
 	verbose := flags.Bool("v", false, "log every request-level decision at debug level")
@@ -118,8 +118,9 @@ func serve(ctx context.Context, env *cliEnv, log *slog.Logger, o serveOptions) e
 	srv, err := planeserver.New(ctx, planeserver.Config{
 		Store: store, Blobs: blobs,
 		DaemonToken: daemonTok, RelayToken: relayTok, AdminToken: adminTok,
-		Plane: plane.Config{Entropy: rand.Reader, TargetVersion: o.target, Retain: o.retain},
-		Log:   log,
+		PublicURL: base,
+		Plane:     plane.Config{Entropy: rand.Reader, TargetVersion: o.target, Retain: o.retain},
+		Log:       log,
 	})
 	if err != nil {
 		ln.Close()

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -40,6 +42,11 @@ type Config struct {
 	// daemon's bearer in X-LS-Daemon-Authorization; empty means the
 	// daemon token doubles as the relay token.
 	RelayToken string
+	// PublicURL is the base URL daemons reach this server at
+	// ("https://plane.example", "http://127.0.0.1:8383"); the stdout_url
+	// of a streamed exec is built from it, because protocol "1" hands the
+	// daemon a URL, not a path. Required.
+	PublicURL string
 	// AdminToken is the bearer of the operator API; required.
 	AdminToken string
 	// Plane is the core's policy; Entropy is required.
@@ -76,6 +83,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Plane.Entropy == nil {
 		return nil, errors.New("planeserver: no entropy source")
 	}
+	public, err := parsePublicURL(cfg.PublicURL)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Plane.ChunkURLBase = strings.TrimRight(public.String(), "/")
 	if cfg.TickEvery <= 0 {
 		cfg.TickEvery = time.Second
 	}
@@ -94,6 +106,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	if ip := net.ParseIP(public.Hostname()); ip != nil && ip.IsUnspecified() {
+		s.log.Warn("the public URL names no host a daemon can reach (an all-interfaces address); log-sink URLs built from it will not work: give the URL daemons reach this server at",
+			"public_url", public.Redacted())
+	}
 	core, err := s.restore(ctx)
 	if err != nil {
 		return nil, err
@@ -101,6 +117,23 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.core = core
 	s.routes()
 	return s, nil
+}
+
+// parsePublicURL checks that a public URL is an absolute http(s) URL that
+// an endpoint path can follow.
+func parsePublicURL(raw string) (*url.URL, error) {
+	if raw == "" {
+		return nil, errors.New("planeserver: no public URL (the base of the stdout_url handed to streamed execs)")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("planeserver: public URL %q: %w", raw, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+		u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return nil, fmt.Errorf("planeserver: public URL %q: want http:// or https://, a host and at most a path", raw)
+	}
+	return u, nil
 }
 
 func (s *Server) restore(ctx context.Context) (*plane.Plane, error) {

@@ -42,19 +42,25 @@ func newTestServer(t testing.TB, store Store, tweak func(*Config)) *testServer {
 	if store == nil {
 		store = NewMemStore()
 	}
+	// The listener comes first: the server's public URL is its address.
+	hs := httptest.NewUnstartedServer(nil)
 	cfg := Config{Store: store, DaemonToken: daemonToken, RelayToken: relayToken, AdminToken: adminToken,
-		Plane: plane.Config{Entropy: rand.Reader}, TickEvery: 50 * time.Millisecond}
+		PublicURL: "http://" + hs.Listener.Addr().String(),
+		Plane:     plane.Config{Entropy: rand.Reader}, TickEvery: 50 * time.Millisecond}
 	if tweak != nil {
 		tweak(&cfg)
 	}
 	srv, err := New(context.Background(), cfg)
 	if err != nil {
+		hs.Close()
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ts := &testServer{t: t, srv: srv, store: store, stop: cancel, done: make(chan struct{})}
 	go func() { defer close(ts.done); _ = srv.Run(ctx) }()
-	ts.http = httptest.NewServer(srv.Handler())
+	hs.Config.Handler = srv.Handler()
+	hs.Start()
+	ts.http = hs
 	t.Cleanup(ts.close)
 	return ts
 }
@@ -67,10 +73,15 @@ func (ts *testServer) close() {
 	})
 }
 
-// post sends a daemon request with the daemon bearer.
+// post sends a daemon request with the daemon bearer; path may also be a
+// URL the server handed out.
 func (ts *testServer) post(path, ctype string, body []byte, hdr ...string) (int, []byte) {
 	ts.t.Helper()
-	req, err := http.NewRequest("POST", ts.http.URL+path, bytes.NewReader(body))
+	target := path
+	if !strings.Contains(path, "://") {
+		target = ts.http.URL + path
+	}
+	req, err := http.NewRequest("POST", target, bytes.NewReader(body))
 	if err != nil {
 		ts.t.Fatal(err)
 	}
@@ -422,7 +433,7 @@ func TestChunksInOrderAndLogLongPoll(t *testing.T) {
 	x := ts.exec(w, "make", true)
 	cmd := ts.poll(w, 0).Commands[0]
 	sink := wire.Dispatch(cmd).(wire.ExecCommand).Body.Log
-	if sink == nil || sink.StdoutURL != plane.ChunkPath(x) {
+	if sink == nil || sink.StdoutURL != ts.http.URL+plane.ChunkPath(x) {
 		t.Fatalf("log sink %+v", sink)
 	}
 	logs := func(offset int64, wait float64) operator.LogsPage {

@@ -20,8 +20,9 @@ type Config struct {
 	// lost (default 3 × PollCap).
 	LostAfter time.Duration
 	// ChunkURLBase prefixes the stdout_url handed to streamed execs
-	// ("http://127.0.0.1:8383"); empty hands out the bare path, which a
-	// daemon resolves against its server URL and a relay can carry.
+	// ("https://plane.example", no trailing slash): protocol "1" hands the
+	// daemon a URL. Hosts set it (planeserver requires it); empty, as in
+	// transcript tests, hands out the bare path.
 	ChunkURLBase string
 	// TargetVersion, when set, is sent as target_nymph_version to every
 	// worker whose versions.daemon differs (a per-worker update wins).
