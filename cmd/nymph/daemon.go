@@ -190,16 +190,26 @@ func buildTransport(cfg daemonconfig.Config, log *slog.Logger) (transport.Transp
 		if err != nil {
 			return nil, nil, err
 		}
-		return daemonloop.RelayBearer(c, token), func() {}, nil
+		return throughRelay(c, cfg, token)
 	case "spool":
 		c, err := spoolclient.New(spoolclient.Config{Dir: cfg.Server.RelayDir,
 			Interval: time.Duration(cfg.Server.SpoolIntervalMS) * time.Millisecond, Logger: log})
 		if err != nil {
 			return nil, nil, err
 		}
-		return daemonloop.RelayBearer(c, token), func() {}, nil
+		return throughRelay(c, cfg, token)
 	}
 	return nil, nil, fmt.Errorf("[server] transport %q is not available in this build", cfg.Server.Transport)
+}
+
+// throughRelay wraps a relay carrier: the daemon's bearer rides in the
+// envelope, and the control plane's log-sink URLs become relay endpoints.
+func throughRelay(c transport.Transport, cfg daemonconfig.Config, token string) (transport.Transport, func(), error) {
+	tr, err := daemonloop.ThroughRelay(c, cfg.Server.URL, token)
+	if err != nil {
+		return nil, nil, err
+	}
+	return tr, func() {}, nil
 }
 
 // newLogger builds the daemon's slog logger: text by default, JSON with

@@ -559,36 +559,3 @@ func (d *driver) refresh(e daemon.RefreshCapabilities) {
 		d.feed(daemon.CapabilitiesRefreshed{CommandID: e.CommandID, Capabilities: caps, Err: err})
 	}()
 }
-
-// HeaderDaemonAuthorization carries the daemon's bootstrap bearer through a
-// relay, which keeps Authorization for its own token.
-const HeaderDaemonAuthorization = "X-LS-Daemon-Authorization"
-
-// RelayBearer wraps a relay transport (fifo, spool) so that every request
-// carries the daemon's bootstrap bearer in X-LS-Daemon-Authorization. An
-// empty token returns t unchanged.
-func RelayBearer(t transport.Transport, token string) transport.Transport {
-	if token == "" {
-		return t
-	}
-	return relayBearer{t: t, value: "Bearer " + token}
-}
-
-type relayBearer struct {
-	t     transport.Transport
-	value string
-}
-
-func (r relayBearer) RoundTrip(ctx context.Context, req *transport.Request) (*transport.Response, error) {
-	// A log sink on another origin is not the control plane's: no bearer.
-	if strings.Contains(req.Endpoint, "://") {
-		return r.t.RoundTrip(ctx, req)
-	}
-	cp := *req
-	cp.Headers = make(map[string]string, len(req.Headers)+1)
-	for k, v := range req.Headers {
-		cp.Headers[k] = v
-	}
-	cp.Headers[HeaderDaemonAuthorization] = r.value
-	return r.t.RoundTrip(ctx, &cp)
-}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -48,23 +49,71 @@ func (r *recordingTransport) RoundTrip(_ context.Context, req *transport.Request
 	return &transport.Response{Status: 200}, nil
 }
 
-func TestRelayBearer(t *testing.T) {
+// A control plane hands out absolute log-sink URLs; through a relay the
+// ones on its own origin travel as endpoint paths (with the daemon's
+// bearer), and any other is refused before anything is sent.
+func TestThroughRelay(t *testing.T) {
 	rec := &recordingTransport{}
-	tr := RelayBearer(rec, "tok")
+	tr, err := ThroughRelay(rec, "https://plane.example:8443/nymph/", "tok")
+	if err != nil {
+		t.Fatal(err)
+	}
 	orig := map[string]string{"X-LS-Signature": "s"}
-	tr.RoundTrip(context.Background(), &transport.Request{Endpoint: wire.PathPoll, Headers: orig})
-	tr.RoundTrip(context.Background(), &transport.Request{Endpoint: "https://sink.example/chunk"})
-	if h := rec.got[0].Headers; h[HeaderDaemonAuthorization] != "Bearer tok" || h["X-LS-Signature"] != "s" {
-		t.Fatalf("plane request headers %v", h)
+	mapped := map[string]string{
+		wire.PathPoll: wire.PathPoll,
+		"https://plane.example:8443/nymph/v1/daemon/exec/x1/chunk": "/v1/daemon/exec/x1/chunk",
+		"HTTPS://Plane.Example:8443/nymph/v1/daemon/exec/x2/chunk": "/v1/daemon/exec/x2/chunk",
+		"//plane.example:8443/nymph/v1/daemon/exec/x3/chunk":       "/v1/daemon/exec/x3/chunk",
+	}
+	for endpoint, want := range mapped {
+		rec.got = nil
+		if _, err := tr.RoundTrip(context.Background(), &transport.Request{Endpoint: endpoint, Headers: orig}); err != nil {
+			t.Errorf("%s: %v", endpoint, err)
+			continue
+		}
+		if got := rec.got[0]; got.Endpoint != want || got.Headers[HeaderDaemonAuthorization] != "Bearer tok" || got.Headers["X-LS-Signature"] != "s" {
+			t.Errorf("%s went out as %s with headers %v, want %s with the bearer", endpoint, got.Endpoint, got.Headers, want)
+		}
 	}
 	if len(orig) != 1 {
 		t.Fatalf("caller's header map modified: %v", orig)
 	}
-	if h := rec.got[1].Headers; h[HeaderDaemonAuthorization] != "" {
-		t.Fatalf("foreign sink got the bearer: %v", h)
+	refused := map[string]string{
+		"https://sink.example/v1/daemon/exec/x/chunk":                 "not on the control plane's origin https://plane.example:8443",
+		"http://plane.example:8443/nymph/v1/daemon/exec/x/chunk":      "not on the control plane's origin",
+		"https://plane.example/nymph/v1/daemon/exec/x/chunk":          "not on the control plane's origin",
+		"https://plane.example:8443/other/v1/daemon/exec/x/chunk":     `outside the control plane's path "/nymph/"`,
+		"https://plane.example:8443/nymphs/v1/daemon/exec/x/chunk":    `outside the control plane's path "/nymph/"`,
+		"https://plane.example:8443/nymph/v1/daemon/exec/x/chunk?a=1": "no query or fragment",
+		"https://u:secret@sink.example/chunk":                         "not on the control plane's origin",
 	}
-	if RelayBearer(rec, "") != transport.Transport(rec) {
-		t.Fatal("empty token should not wrap")
+	for endpoint, want := range refused {
+		rec.got = nil
+		_, err := tr.RoundTrip(context.Background(), &transport.Request{Endpoint: endpoint})
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "secret") {
+			t.Errorf("%s: error %v, want one saying %q (and no password)", endpoint, err, want)
+		}
+		if len(rec.got) != 0 {
+			t.Errorf("%s was sent through the relay: %+v", endpoint, rec.got[0])
+		}
+	}
+
+	// Default ports are the scheme's; no token adds no header.
+	rec.got = nil
+	tr, err = ThroughRelay(rec, "http://127.0.0.1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.RoundTrip(context.Background(), &transport.Request{Endpoint: "http://127.0.0.1:80/v1/daemon/exec/y/chunk"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.got[0]; got.Endpoint != "/v1/daemon/exec/y/chunk" || got.Headers[HeaderDaemonAuthorization] != "" {
+		t.Errorf("without a token: %s %v", got.Endpoint, got.Headers)
+	}
+	for _, bad := range []string{"", "plane.example", "ftp://plane.example", "http://"} {
+		if _, err := ThroughRelay(rec, bad, "tok"); err == nil {
+			t.Errorf("[server] url %q accepted", bad)
+		}
 	}
 }
 

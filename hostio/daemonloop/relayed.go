@@ -1,0 +1,119 @@
+package daemonloop
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/nymphd/nymph/hostio/transport"
+)
+
+// HeaderDaemonAuthorization carries the daemon's bootstrap bearer through a
+// relay, which keeps Authorization for its own token.
+const HeaderDaemonAuthorization = "X-LS-Daemon-Authorization"
+
+// ThroughRelay wraps a relay transport (fifo, spool) for what a relay can
+// carry. A relay envelope names an endpoint path, which the relay joins to
+// its one upstream, so an absolute URL handed out by the control plane (a
+// log sink's stdout_url) must be turned back into a path. That is only
+// right for a URL on the control plane's own origin, which is planeURL
+// (the daemon's [server] url): the path is what follows planeURL's path.
+// Any other URL is refused with an error naming both origins, rather than
+// sent to the control plane, bearer and all, in place of the host it names.
+// When token is not empty, every request carries the daemon's bootstrap
+// bearer in X-LS-Daemon-Authorization.
+func ThroughRelay(t transport.Transport, planeURL, token string) (transport.Transport, error) {
+	base, err := url.Parse(strings.TrimSpace(planeURL))
+	if err != nil {
+		return nil, fmt.Errorf("daemonloop: [server] url %q: %w", planeURL, err)
+	}
+	if (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return nil, fmt.Errorf("daemonloop: [server] url %q: want http:// or https:// with a host (through a relay it names the control plane, whose log-sink URLs are mapped to relay endpoints)", planeURL)
+	}
+	r := relayed{t: t, plane: base, prefix: strings.TrimRight(base.EscapedPath(), "/")}
+	if token != "" {
+		r.bearer = "Bearer " + token
+	}
+	return r, nil
+}
+
+type relayed struct {
+	t     transport.Transport
+	plane *url.URL
+	// prefix is the plane URL's path without its trailing slash: a
+	// control-plane URL is prefix + endpoint.
+	prefix string
+	bearer string
+}
+
+func (r relayed) RoundTrip(ctx context.Context, req *transport.Request) (*transport.Response, error) {
+	cp := *req
+	if isURL(req.Endpoint) {
+		path, err := r.endpointOf(req.Endpoint)
+		if err != nil {
+			return nil, err
+		}
+		cp.Endpoint = path
+	}
+	if r.bearer != "" {
+		cp.Headers = make(map[string]string, len(req.Headers)+1)
+		for k, v := range req.Headers {
+			cp.Headers[k] = v
+		}
+		cp.Headers[HeaderDaemonAuthorization] = r.bearer
+	}
+	return r.t.RoundTrip(ctx, &cp)
+}
+
+// isURL reports whether an endpoint names a host rather than being a path.
+func isURL(endpoint string) bool {
+	return strings.Contains(endpoint, "://") || strings.HasPrefix(endpoint, "//")
+}
+
+// endpointOf maps a URL on the control plane's origin, under its path, to
+// the endpoint path a relay envelope carries.
+func (r relayed) endpointOf(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("daemonloop: through a relay: URL %q: %w", raw, err)
+	}
+	if u.Scheme == "" { // scheme-relative: the control plane's scheme
+		u.Scheme = r.plane.Scheme
+	}
+	if !sameOrigin(u, r.plane) {
+		return "", fmt.Errorf("daemonloop: through a relay: %s is not on the control plane's origin %s ([server] url), and a relay carries requests to the control plane only; nothing was sent",
+			u.Redacted(), origin(r.plane))
+	}
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return "", fmt.Errorf("daemonloop: through a relay: %s: a relay endpoint carries no query or fragment; nothing was sent", u.Redacted())
+	}
+	path := u.EscapedPath()
+	if !strings.HasPrefix(path, r.prefix+"/") {
+		return "", fmt.Errorf("daemonloop: through a relay: %s is outside the control plane's path %q ([server] url); nothing was sent",
+			u.Redacted(), r.prefix+"/")
+	}
+	return path[len(r.prefix):], nil
+}
+
+// sameOrigin compares scheme, host and port, an absent port being the
+// scheme's default.
+func sameOrigin(a, b *url.URL) bool {
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) &&
+		portOf(a) == portOf(b)
+}
+
+func portOf(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "http":
+		return "80"
+	case "https":
+		return "443"
+	}
+	return ""
+}
+
+func origin(u *url.URL) string { return strings.ToLower(u.Scheme) + "://" + u.Host }
