@@ -34,6 +34,7 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 	adminFile := flags.String("admin-token-file", "", "file holding the operator API's bearer, mode 0600, a token no daemon or relay holds (default: DATA-DIR/admin.token, generated when absent)")
 	storeKind := flags.String("store", "sqlite", `record store: "sqlite" (DATA-DIR/nymph.db) or "memory" (lost on exit)`)
 	publicURL := flags.String("public-url", "", "base URL daemons reach this server at, for presigned payload URLs and the stdout_url of streamed execs (default: http://LISTEN)")
+	trustRelays := flags.Bool("trust-relay-daemons", false, "accept a daemon request that carries a valid relay token and no daemon bearer (a relay frame without headers, as daemons of protocol \"1\" write) as that of a daemon holding the bearer")
 	target := flags.String("target-version", "", "nymph version every daemon should run (sent as target_nymph_version)")
 	retain := flags.Duration("retain", 24*time.Hour, "how long finished execs (with their logs) and invocations are kept; 0 keeps them forever")
 	verbose := flags.Bool("v", false, "log every request-level decision at debug level")
@@ -59,6 +60,7 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 	if err := serve(ctx, env, log, serveOptions{
 		listen: *listen, dataDir: *dataDir, tokenFile: *tokenFile, relayTokenFile: *relayTokenFile,
 		adminFile: *adminFile, store: *storeKind, publicURL: *publicURL, target: *target, retain: *retain,
+		trustRelayDaemons: *trustRelays,
 	}); err != nil {
 		fmt.Fprintf(env.stderr, "nymph serve: %v\n", err)
 		return 1
@@ -69,6 +71,7 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 type serveOptions struct {
 	listen, dataDir, tokenFile, relayTokenFile, adminFile, store, publicURL, target string
 	retain                                                                          time.Duration
+	trustRelayDaemons                                                               bool
 }
 
 func serve(ctx context.Context, env *cliEnv, log *slog.Logger, o serveOptions) error {
@@ -118,9 +121,9 @@ func serve(ctx context.Context, env *cliEnv, log *slog.Logger, o serveOptions) e
 	srv, err := planeserver.New(ctx, planeserver.Config{
 		Store: store, Blobs: blobs,
 		DaemonToken: daemonTok, RelayToken: relayTok, AdminToken: adminTok,
-		PublicURL: base,
-		Plane:     plane.Config{Entropy: rand.Reader, TargetVersion: o.target, Retain: o.retain},
-		Log:       log,
+		PublicURL: base, TrustRelayDaemons: o.trustRelayDaemons,
+		Plane: plane.Config{Entropy: rand.Reader, TargetVersion: o.target, Retain: o.retain},
+		Log:   log,
 	})
 	if err != nil {
 		ln.Close()

@@ -57,26 +57,53 @@ func (s *Server) routes() {
 func (s *Server) daemon(h func(w http.ResponseWriter, r *http.Request, asJSON bool)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		asJSON := isJSON(r)
-		if !s.daemonAuthorized(r) {
-			writeError(w, http.StatusUnauthorized, asJSON, "missing or wrong bearer token")
+		if refusal := s.daemonRefusal(r); refusal != "" {
+			writeError(w, http.StatusUnauthorized, asJSON, refusal)
 			return
 		}
 		h(w, r, asJSON)
 	}
 }
 
-// daemonAuthorized accepts the daemon bearer in Authorization, or a relay
-// token in Authorization with the daemon bearer in
-// X-LS-Daemon-Authorization.
-func (s *Server) daemonAuthorized(r *http.Request) bool {
+// Refusals of daemon requests (401 bodies).
+const (
+	refusedBearer      = "missing or wrong bearer token"
+	refusedRelayBearer = "wrong daemon bearer in " + HeaderDaemonAuthorization
+	refusedRawRelay    = "a relayed request without " + HeaderDaemonAuthorization +
+		": this control plane does not take a relay's word for a daemon (a relay frame without headers cannot carry the daemon's bearer); " +
+		"start nymph serve with --trust-relay-daemons to accept daemon requests that carry a valid relay token"
+)
+
+// daemonRefusal says why a daemon request is not authorized, or "" when
+// it is: the daemon bearer in Authorization; or a relay token in
+// Authorization with the daemon bearer in X-LS-Daemon-Authorization; or,
+// with TrustRelayDaemons, a relay token and no daemon bearer at all (a
+// raw frame of a protocol "1" daemon: the relay vouches for it).
+func (s *Server) daemonRefusal(r *http.Request) string {
 	if s.cfg.DaemonToken == "" {
-		return true
+		return ""
 	}
 	auth := r.Header.Get("Authorization")
 	if bearerIs(auth, s.cfg.DaemonToken) {
-		return true
+		return ""
 	}
-	return bearerIs(auth, s.cfg.RelayToken) && bearerIs(r.Header.Get(HeaderDaemonAuthorization), s.cfg.DaemonToken)
+	if !bearerIs(auth, s.cfg.RelayToken) {
+		return refusedBearer
+	}
+	if carried := r.Header.Values(HeaderDaemonAuthorization); len(carried) > 0 {
+		if len(carried) == 1 && bearerIs(carried[0], s.cfg.DaemonToken) {
+			return ""
+		}
+		return refusedRelayBearer
+	}
+	if s.cfg.TrustRelayDaemons {
+		return ""
+	}
+	s.rawRelayRefused.Do(func() {
+		s.log.Warn("refusing relayed daemon requests that carry no daemon bearer (raw relay frames); start nymph serve with --trust-relay-daemons to accept them on the relay's token",
+			"path", r.URL.Path)
+	})
+	return refusedRawRelay
 }
 
 func bearerIs(header, token string) bool {

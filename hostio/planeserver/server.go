@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -42,6 +43,13 @@ type Config struct {
 	// daemon's bearer in X-LS-Daemon-Authorization; empty means the
 	// daemon token doubles as the relay token.
 	RelayToken string
+	// TrustRelayDaemons accepts a daemon request that carries a valid
+	// relay token and no X-LS-Daemon-Authorization as a bearer-mode
+	// daemon's: a daemon of protocol "1" behind a relay writes raw frames,
+	// which have no room for its bearer. Off, such a request is answered
+	// 401 with a message that says so. A wrong daemon bearer is refused
+	// either way.
+	TrustRelayDaemons bool
 	// PublicURL is the base URL daemons reach this server at
 	// ("https://plane.example", "http://127.0.0.1:8383"); the stdout_url
 	// of a streamed exec is built from it, because protocol "1" hands the
@@ -70,6 +78,9 @@ type Server struct {
 	stop   chan struct{} // closed when the loop has ended
 	nextID atomic.Uint64
 	core   *plane.Plane // owned by the loop goroutine
+	// rawRelayRefused logs, once, that relayed requests without a daemon
+	// bearer are being refused, and what would accept them.
+	rawRelayRefused sync.Once
 }
 
 // New loads the store and rebuilds the plane from it.
