@@ -23,53 +23,56 @@ import (
 func (s *Store) Handler() http.Handler { return http.HandlerFunc(s.serve) }
 
 func (s *Store) serve(w http.ResponseWriter, r *http.Request) {
-	key, status, msg := s.authorize(r)
+	blob, overwrite, status, msg := s.authorize(r)
 	if status != 0 {
 		http.Error(w, msg, status)
 		return
 	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		s.get(w, r, key)
+		s.get(w, r, blob)
 	case http.MethodPut:
-		s.put(w, r, key)
+		s.put(w, r, blob, overwrite)
 	}
 }
 
-// authorize checks path, method, expiry and signature, and returns the key
-// or an HTTP status and message.
-func (s *Store) authorize(r *http.Request) (key string, status int, msg string) {
+// authorize checks path, method, expiry and signature, and returns the
+// blob path (namespace/key) and whether the put may replace a blob, or an
+// HTTP status and message.
+func (s *Store) authorize(r *http.Request) (blob string, overwrite bool, status int, msg string) {
 	// A clean key never needs escaping, so an escaped path is a trick.
 	if r.URL.RawPath != "" || strings.Contains(r.URL.Path, "%") {
-		return "", http.StatusBadRequest, "blob path must not be escaped"
+		return "", false, http.StatusBadRequest, "blob path must not be escaped"
 	}
-	key, ok := strings.CutPrefix(r.URL.Path, planeserver.BlobPathPrefix)
-	if !ok || !ValidKey(key) || path.Clean("/"+key) != "/"+key {
-		return "", http.StatusBadRequest, "bad blob path"
+	blob, ok := strings.CutPrefix(r.URL.Path, planeserver.BlobPathPrefix)
+	ns, key, _ := strings.Cut(blob, "/")
+	if !ok || !ValidNamespace(ns) || !ValidKey(key) || path.Clean("/"+blob) != "/"+blob {
+		return "", false, http.StatusBadRequest, "bad blob path"
 	}
 	method := r.Method
 	if method == http.MethodHead {
 		method = http.MethodGet
 	}
 	if method != http.MethodGet && method != http.MethodPut {
-		return "", http.StatusMethodNotAllowed, "GET or PUT only"
+		return "", false, http.StatusMethodNotAllowed, "GET or PUT only"
 	}
 	q := r.URL.Query()
 	exp, err1 := strconv.ParseInt(q.Get("exp"), 10, 64)
 	size, err2 := strconv.ParseInt(q.Get("size"), 10, 64)
 	sig := q.Get("sig")
 	if err1 != nil || err2 != nil || sig == "" {
-		return "", http.StatusForbidden, "missing or malformed signature"
+		return "", false, http.StatusForbidden, "missing or malformed signature"
 	}
-	want := s.sign(method, key, exp, size)
+	overwrite = q.Get("overwrite") == "1"
+	want := s.sign(method, blob, exp, size, overwrite)
 	// Constant-time: the signature is the only credential.
 	if !hmac.Equal([]byte(sig), []byte(want)) {
-		return "", http.StatusForbidden, "bad signature"
+		return "", false, http.StatusForbidden, "bad signature"
 	}
 	if s.now().Unix() >= exp {
-		return "", http.StatusForbidden, "URL expired"
+		return "", false, http.StatusForbidden, "URL expired"
 	}
-	return key, 0, ""
+	return blob, overwrite, 0, ""
 }
 
 func (s *Store) get(w http.ResponseWriter, r *http.Request, key string) {
@@ -94,11 +97,11 @@ func (s *Store) get(w http.ResponseWriter, r *http.Request, key string) {
 }
 
 // put stores the body under key: written to a temporary file, synced, then
-// renamed into place, so a reader never sees half a blob. The body may not
+// put into place, so a reader never sees half a blob. The body may not
 // exceed the size signed at presign (the store's maximum, wire.PayloadMax
-// by default, when none was), and
-// must match it exactly when one was.
-func (s *Store) put(w http.ResponseWriter, r *http.Request, key string) {
+// by default, when none was), and must match it exactly when one was. A
+// URL presigned without overwrite never replaces a blob.
+func (s *Store) put(w http.ResponseWriter, r *http.Request, key string, overwrite bool) {
 	size, _ := strconv.ParseInt(r.URL.Query().Get("size"), 10, 64) // checked by authorize
 	limit := s.max
 	if size > 0 {
@@ -108,29 +111,40 @@ func (s *Store) put(w http.ResponseWriter, r *http.Request, key string) {
 		http.Error(w, fmt.Sprintf("body of %d bytes exceeds %d", r.ContentLength, limit), http.StatusRequestEntityTooLarge)
 		return
 	}
-	n, err := s.write(key, http.MaxBytesReader(w, r.Body, limit))
+	n, err := s.write(key, http.MaxBytesReader(w, r.Body, limit), size, overwrite)
 	var tooBig *http.MaxBytesError
+	var short *shortError
 	switch {
 	case errors.As(err, &tooBig):
 		http.Error(w, fmt.Sprintf("body exceeds %d bytes", limit), http.StatusRequestEntityTooLarge)
-		return
+	case errors.As(err, &short):
+		http.Error(w, fmt.Sprintf("body of %d bytes, presigned for %d", n, size), http.StatusBadRequest)
+	case errors.Is(err, fs.ErrExist):
+		http.Error(w, "a blob exists under this key, and this URL was not presigned with overwrite: true", http.StatusConflict)
 	case err != nil:
 		s.log.Error("blobstore: write blob", "key", key, "err", err)
 		http.Error(w, "cannot store blob", http.StatusInternalServerError)
-		return
+	default:
+		w.WriteHeader(http.StatusOK)
 	}
-	if size > 0 && n != size {
-		s.root.Remove(key)
-		http.Error(w, fmt.Sprintf("body of %d bytes, presigned for %d", n, size), http.StatusBadRequest)
-		return
-	}
-	w.WriteHeader(http.StatusOK)
+}
+
+// shortError is a body shorter than the size presigned for it.
+type shortError struct{ got, want int64 }
+
+func (e *shortError) Error() string {
+	return fmt.Sprintf("body of %d bytes, presigned for %d", e.got, e.want)
 }
 
 // incomingDir holds uploads in progress, inside the blob directory.
 const incomingDir = ".incoming"
 
-func (s *Store) write(key string, body io.Reader) (int64, error) {
+// write stores body under key, through a temporary file, once it holds
+// exactly want bytes (any number when want is 0). Without overwrite the
+// file is linked into place, which fails (fs.ErrExist) when a blob is
+// already there, so of two puts of one key only the first wins; with it,
+// renamed over whatever is there.
+func (s *Store) write(key string, body io.Reader, want int64, overwrite bool) (int64, error) {
 	if dir := path.Dir(key); dir != "." {
 		if err := s.root.MkdirAll(dir, 0o700); err != nil {
 			return 0, fmt.Errorf("blobstore: mkdir %s: %w", dir, err)
@@ -155,12 +169,19 @@ func (s *Store) write(key string, body io.Reader) (int64, error) {
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
+	if err == nil && want > 0 && n != want {
+		err = &shortError{got: n, want: want}
+	}
+	switch {
+	case err != nil:
+	case overwrite:
 		err = s.root.Rename(tmp, key)
+	default:
+		err = s.root.Link(tmp, key)
 	}
-	if err != nil {
-		s.root.Remove(tmp)
-		return n, err
+	// After a link, the temporary name goes; after a rename it is gone.
+	if rerr := s.root.Remove(tmp); err == nil && rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+		s.log.Warn("blobstore: remove upload", "path", tmp, "err", rerr)
 	}
-	return n, nil
+	return n, err
 }

@@ -548,11 +548,11 @@ func TestRestartKeepsQueuedWork(t *testing.T) {
 
 type fakeBlobs struct{}
 
-func (fakeBlobs) Presign(op, key string, size int64, jobID, kind string, now time.Time) (wire.PresignResponse, error) {
-	if op != "get" && op != "put" {
-		return wire.PresignResponse{}, fmt.Errorf("%w: op %q", ErrPresignInvalid, op)
+func (fakeBlobs) Presign(p Presign, now time.Time) (wire.PresignResponse, error) {
+	if p.Op != "get" && p.Op != "put" {
+		return wire.PresignResponse{}, fmt.Errorf("%w: op %q", ErrPresignInvalid, p.Op)
 	}
-	return wire.PresignResponse{URL: "http://127.0.0.1/v1/blobs/" + key + "?sig=x", Method: strings.ToUpper(op),
+	return wire.PresignResponse{URL: "http://127.0.0.1/v1/blobs/" + p.Key + "?sig=x", Method: strings.ToUpper(p.Op),
 		Headers: map[string]string{}, ExpiresAt: wire.Int(now.Add(time.Minute).Unix())}, nil
 }
 

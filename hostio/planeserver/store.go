@@ -50,22 +50,36 @@ type Store interface {
 const BlobPathPrefix = "/v1/blobs/"
 
 // ErrPresignInvalid marks a presign request the BlobStore refuses (unknown
-// op, bad key, size over wire.PayloadMax): the server answers 400 with the
-// error's text. Any other error is a 500.
-var ErrPresignInvalid = errors.New("presign: invalid request")
+// op, bad namespace or key, size over wire.PayloadMax): the server answers
+// 400 with the error's text. ErrPresignNotFound (a get of a key the
+// namespace does not hold) is a 404, ErrPresignConflict (a put of a key the
+// namespace holds, without overwrite) a 409. Any other error is a 500.
+var (
+	ErrPresignInvalid  = errors.New("presign: invalid request")
+	ErrPresignNotFound = errors.New("presign: not found")
+	ErrPresignConflict = errors.New("presign: conflict")
+)
+
+// Presign is one presign request as the blob store receives it.
+type Presign struct {
+	Namespace string // the route's {ns}: a key lives in its namespace
+	Op        string // "get" or "put"
+	Key       string // the blob store may choose one for a put when empty
+	Size      int64  // the announced size of a put; 0 when absent
+	JobID     string // the request's jobId (may be empty)
+	Kind      string // the request's kind (may be empty)
+	Overwrite bool   // a put may replace an existing blob
+}
 
 // BlobStore keeps payload blobs and signs expiring URLs to them.
 //
-// Presign answers POST /v1/namespaces/{ns}/payloads/presign: op is "get" or
-// "put", key names the blob (the blob store may choose one for a put when
-// key is empty), size is the announced size of a put (0 when absent),
-// jobID and kind are the request's jobId and kind (may be empty), now is
-// the time the URL's expiry counts from. The response's URL is absolute
-// and points under BlobPathPrefix on this server.
+// Presign answers POST /v1/namespaces/{ns}/payloads/presign; now is the
+// time the URL's expiry counts from. The response's URL is absolute and
+// points under BlobPathPrefix on this server.
 //
 // Handler serves the signed URLs (GET and PUT), checking signature and
 // expiry itself; requests reach it without any bearer check.
 type BlobStore interface {
-	Presign(op, key string, size int64, jobID, kind string, now time.Time) (wire.PresignResponse, error)
+	Presign(p Presign, now time.Time) (wire.PresignResponse, error)
 	Handler() http.Handler
 }
