@@ -163,10 +163,15 @@ func (d *discovery) fileEvent(m *machine, name string, ev fsnotify.Event) {
 		}
 		return
 	}
-	_, lane, ok := parsePipeName(name)
+	kind, lane, ok := parsePipeName(name)
 	switch {
 	case !ok:
 	case ev.Has(fsnotify.Create):
+		if p := m.pumps[lane]; p != nil && kind == "resp" {
+			// A resp pipe renamed over the one the pump holds: the pump's
+			// descriptor still names the old pipe, which nobody will read.
+			p.respStale.Store(true)
+		}
 		d.ensurePair(m, lane)
 	case gone:
 		d.stopPair(m, lane)
@@ -274,15 +279,37 @@ func (d *discovery) ensurePair(m *machine, lane string) {
 		d.refused(err)
 		return
 	}
-	d.rl.noticeLost(respRel)
+	// Both pipes are opened O_RDWR|O_NONBLOCK, resp first, as spec 000
+	// "Watching" has it: open(2) never waits for the daemon's end, and a
+	// daemon's plain blocking open of either pipe returns at once, in
+	// either order. Nothing is written to resp here: every frame on it is
+	// the answer to a request read from req.
+	resp := -1
+	if d.rl.reserveReplyFD(1) {
+		rfd, _, err := d.rl.root.openChecked(respRel, unix.O_RDWR|unix.O_NONBLOCK, unix.S_IFIFO, d.rl.cfg.AllowSharedWriters)
+		if err != nil {
+			d.rl.replyFDs.Add(-1)
+			if !errors.Is(err, fs.ErrNotExist) {
+				d.refused(err)
+			}
+			return
+		}
+		resp = rfd
+	} else {
+		d.rl.replyPipeUnheld(respRel)
+	}
 	fd, st, err := d.rl.root.openChecked(reqRel, unix.O_RDWR|unix.O_NONBLOCK, unix.S_IFIFO, d.rl.cfg.AllowSharedWriters)
 	if err != nil {
+		if resp >= 0 {
+			unix.Close(resp)
+			d.rl.replyFDs.Add(-1)
+		}
 		if !errors.Is(err, fs.ErrNotExist) {
 			d.refused(err)
 		}
 		return
 	}
-	p := newPump(d.rl, fd, keyOf(&st), reqRel, respRel)
+	p := newPump(d.rl, fd, keyOf(&st), reqRel, respRel, resp)
 	m.pumps[lane] = p
 	d.rl.pumps.Add(1)
 	d.rl.metrics.pumps.Add(1)

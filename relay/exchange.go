@@ -33,6 +33,9 @@ var (
 	errStopped      = errors.New("pump stopped")
 	errTruncated    = errors.New("frame truncated")
 	errUpstreamDone = errors.New("upstream finished with the body")
+	// errCutOff: shutdown came while the frame was still being read,
+	// before it went upstream.
+	errCutOff = errors.New("frame cut off by shutdown")
 	// errCallAbandoned is why an upstream call is cancelled when its
 	// daemon sent a new frame.
 	errCallAbandoned = errors.New("request abandoned by its daemon")
@@ -63,6 +66,9 @@ type payload interface {
 	// id, so a daemon that moved on tells it from its new request's reply
 	// by itself.
 	await(call func() result, cancel context.CancelCauseFunc, timeout time.Duration, addressed bool) (res result, abandoned bool)
+	// forwarding says the frame is going upstream: from now on shutdown
+	// gives it the grace instead of cutting it off.
+	forwarding()
 }
 
 // reply is what the relay answers to one frame.
@@ -72,6 +78,25 @@ type reply struct {
 	body     []byte
 	message  string // the relay's own reason, for relay_error
 	relayErr bool
+	// stream, when set, is the body (length bytes) still to be read from
+	// the upstream or a spill file while the reply is written; release
+	// ends the upstream call it reads from. Whoever writes the reply calls
+	// done.
+	stream  io.ReadCloser
+	length  int64
+	release func()
+}
+
+// done releases what a streamed reply holds.
+func (r *reply) done() {
+	if r.stream != nil {
+		r.stream.Close()
+		r.stream = nil
+	}
+	if r.release != nil {
+		r.release()
+		r.release = nil
+	}
 }
 
 // exchange is one frame's trip: read its head, check it, forward it, and
@@ -173,7 +198,7 @@ func (x *exchange) settleID(envErr error) error {
 // headFailed answers a frame whose head could not be read or parsed.
 func (x *exchange) headFailed(err error) (reply, bool) {
 	switch {
-	case errors.Is(err, errStalled), errors.Is(err, errStopped):
+	case errors.Is(err, errStalled), errors.Is(err, errStopped), errors.Is(err, errCutOff):
 		return x.sourceFailed(err)
 	case x.size > frame.MaxPayload:
 		return x.refuse(http.StatusRequestEntityTooLarge, errOversize,
@@ -189,6 +214,16 @@ func (x *exchange) headFailed(err error) (reply, bool) {
 // it stalled (its writer is gone) or its pump was removed; a 503 when the
 // relay's shutdown grace cut it off.
 func (x *exchange) sourceFailed(err error) (reply, bool) {
+	if errors.Is(err, errCutOff) {
+		if x.id == "" && x.fileID == "" && x.have > 0 {
+			// The id may have arrived before the frame was cut off.
+			env, _ := frame.ReadEnvelope(x.buf[:x.have], int(x.size))
+			if policy.ValidID(env.ID) {
+				x.id = env.ID
+			}
+		}
+		return x.shutdownReply(), true
+	}
 	if errors.Is(err, errStalled) {
 		x.rl.metrics.fail(errStall)
 		x.rl.log.Warn("relay: partial frame dropped after the stall timer", "bytes_expected", x.size)
@@ -202,13 +237,19 @@ func (x *exchange) sourceFailed(err error) (reply, bool) {
 
 func (x *exchange) shutdownReply() reply {
 	x.rl.metrics.fail(errShutdown)
-	return reply{id: x.id, status: http.StatusServiceUnavailable, message: "relay shutting down", relayErr: true}
+	return reply{id: x.id, status: http.StatusServiceUnavailable, message: msgShutdown, relayErr: true}
 }
 
+// msgShutdown is the relay_error message of a request cut off by shutdown.
+const msgShutdown = "relay shutting down"
+
 // refuse drains the rest of the frame, so the reply never races the
-// daemon's next frame, and answers with status and message.
+// daemon's next frame, and answers with status and message. A refused
+// frame whose bytes stop coming (a daemon that sent a length it never
+// meant to fill), or that shutdown cut off, is answered all the same once
+// the stall timer fires: the refusal does not depend on the bytes left.
 func (x *exchange) refuse(status int, kind errKind, msg string) (reply, bool) {
-	if err := x.src.discard(x.buf); err != nil {
+	if err := x.src.discard(x.buf); err != nil && !errors.Is(err, errStalled) && !errors.Is(err, errCutOff) {
 		return x.sourceFailed(err)
 	}
 	x.rl.metrics.fail(kind)
@@ -241,11 +282,26 @@ func (x *exchange) request() (*request, error) {
 // the head, else streamed from the source as it arrives.
 func (x *exchange) forward(rq *request) (reply, bool) {
 	off, end := x.env.BodyOffset, x.env.BodyOffset+x.env.BodyLen
+	x.src.forwarding()
 	// One context for the whole trip upstream: the source's await cancels
-	// it on the relay's timeout or when its daemon gives up.
+	// it on the relay's timeout or when its daemon gives up. A reply
+	// streamed back keeps it until the reply is written (streamed).
 	ctx, cancel := context.WithCancelCause(x.ctx)
-	defer cancel(nil)
+	streamed := false
+	defer func() {
+		if !streamed {
+			cancel(nil)
+		}
+	}()
 	timeout := x.rl.up.timeout
+	answer := func(res result, abandoned bool) (reply, bool) {
+		rep, send := x.answer(res, abandoned)
+		if rep.stream != nil {
+			streamed = true
+			rep.release = guardStream(cancel, timeout)
+		}
+		return rep, send
+	}
 	if x.have >= end {
 		// The buffer is reused for the next frame while the HTTP transport
 		// may still hold the body, so the body gets its own copy.
@@ -256,7 +312,7 @@ func (x *exchange) forward(rq *request) (reply, bool) {
 		// Posted from this goroutine: a small frame's round trip is what
 		// the relay's latency is, and every hand-off to another goroutine
 		// adds a wake-up to it.
-		return x.answer(x.src.await(func() result { return x.rl.post(ctx, rq) }, cancel, timeout, x.id != ""))
+		return answer(x.src.await(func() result { return x.rl.post(ctx, rq) }, cancel, timeout, x.id != ""))
 	}
 	done := make(chan result, 1)
 	pr, pw := io.Pipe()
@@ -276,7 +332,18 @@ func (x *exchange) forward(rq *request) (reply, bool) {
 		<-done
 		return x.sourceFailed(err)
 	}
-	return x.answer(x.src.await(func() result { return <-done }, cancel, timeout, x.id != ""))
+	return answer(x.src.await(func() result { return <-done }, cancel, timeout, x.id != ""))
+}
+
+// guardStream bounds the reading of a streamed reply by the upstream
+// timeout, counted afresh from the reply's head, and returns what ends the
+// call once the reply is written.
+func guardStream(cancel context.CancelCauseFunc, timeout time.Duration) func() {
+	t := time.AfterFunc(timeout, func() { cancel(errNoAnswer(timeout)) })
+	return func() {
+		t.Stop()
+		cancel(nil)
+	}
 }
 
 // stream copies the body to the upstream's pipe: held first, then rest
@@ -308,6 +375,7 @@ func (x *exchange) stream(pw *io.PipeWriter, held []byte, rest int64) error {
 func (x *exchange) answer(res result, abandoned bool) (reply, bool) {
 	switch {
 	case abandoned:
+		res.close()
 		x.rl.metrics.fail(errAbandoned)
 		x.rl.log.Debug("relay: request abandoned by its daemon", "endpoint", x.env.Endpoint)
 		return reply{}, false
@@ -315,7 +383,15 @@ func (x *exchange) answer(res result, abandoned bool) (reply, bool) {
 		if res.status < 200 || res.status > 299 {
 			x.rl.metrics.fail(errStatus)
 		}
-		return reply{id: x.id, status: res.status, body: res.body}, true
+		rep := reply{id: x.id, status: res.status, body: res.body, stream: res.stream, length: res.length}
+		if n := rep.payloadLen(); n > frame.MaxPayload {
+			rep.done()
+			x.rl.metrics.fail(errUpstream)
+			msg := fmt.Sprintf("reply of %d bytes framed exceeds the %d-byte ceiling", n, frame.MaxPayload)
+			x.rl.log.Warn("relay: reply too large to frame", "endpoint", x.env.Endpoint, "bytes", n)
+			return reply{id: x.id, status: 0, message: msg, relayErr: true}, true
+		}
+		return rep, true
 	case x.rl.hardStopped():
 		return x.shutdownReply(), true
 	case x.ctx.Err() != nil:

@@ -45,6 +45,7 @@ var latencyBuckets = [...]float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 
 type Metrics struct {
 	start      time.Time
 	pumps      atomic.Int64
+	unheld     atomic.Int64 // pumps that open their reply pipe per reply
 	machines   atomic.Int64
 	spoolDirs  atomic.Int64
 	frames     atomic.Uint64
@@ -72,16 +73,20 @@ func (m *Metrics) observe(d time.Duration) {
 
 // Status is the JSON document served at /status.
 type Status struct {
-	UptimeSeconds float64           `json:"uptime_seconds"`
-	Pumps         int64             `json:"pumps"`
-	Machines      int64             `json:"machines"`
-	SpoolDirs     int64             `json:"spool_dirs"`
-	Frames        uint64            `json:"frames"`
-	Replies       uint64            `json:"replies"`
-	BytesIn       uint64            `json:"bytes_in"`
-	BytesOut      uint64            `json:"bytes_out"`
-	Errors        map[string]uint64 `json:"errors"`
-	Upstream      LatencySummary    `json:"upstream"`
+	UptimeSeconds float64 `json:"uptime_seconds"`
+	Pumps         int64   `json:"pumps"`
+	// UnheldReplyPipes counts pairs whose reply pipe the open-file budget
+	// did not let the relay hold: a daemon on one must open resp
+	// non-blocking (see the README's relay section).
+	UnheldReplyPipes int64             `json:"unheld_reply_pipes"`
+	Machines         int64             `json:"machines"`
+	SpoolDirs        int64             `json:"spool_dirs"`
+	Frames           uint64            `json:"frames"`
+	Replies          uint64            `json:"replies"`
+	BytesIn          uint64            `json:"bytes_in"`
+	BytesOut         uint64            `json:"bytes_out"`
+	Errors           map[string]uint64 `json:"errors"`
+	Upstream         LatencySummary    `json:"upstream"`
 }
 
 // LatencySummary is the upstream latency histogram in /status.
@@ -94,16 +99,17 @@ type LatencySummary struct {
 // Snapshot returns the current figures.
 func (m *Metrics) Snapshot(now time.Time) Status {
 	st := Status{
-		UptimeSeconds: now.Sub(m.start).Seconds(),
-		Pumps:         m.pumps.Load(),
-		Machines:      m.machines.Load(),
-		SpoolDirs:     m.spoolDirs.Load(),
-		Frames:        m.frames.Load(),
-		Replies:       m.replies.Load(),
-		BytesIn:       m.bytesIn.Load(),
-		BytesOut:      m.bytesOut.Load(),
-		Errors:        make(map[string]uint64, numErrKinds),
-		Upstream:      LatencySummary{Buckets: make(map[string]uint64, len(latencyBuckets)+1)},
+		UptimeSeconds:    now.Sub(m.start).Seconds(),
+		Pumps:            m.pumps.Load(),
+		UnheldReplyPipes: m.unheld.Load(),
+		Machines:         m.machines.Load(),
+		SpoolDirs:        m.spoolDirs.Load(),
+		Frames:           m.frames.Load(),
+		Replies:          m.replies.Load(),
+		BytesIn:          m.bytesIn.Load(),
+		BytesOut:         m.bytesOut.Load(),
+		Errors:           make(map[string]uint64, numErrKinds),
+		Upstream:         LatencySummary{Buckets: make(map[string]uint64, len(latencyBuckets)+1)},
 	}
 	for k := range numErrKinds {
 		st.Errors[errKindNames[k]] = m.errs[k].Load()
@@ -130,6 +136,7 @@ func (m *Metrics) WritePrometheus(w io.Writer, now time.Time) {
 	st := m.Snapshot(now)
 	p := promtext.Writer{W: w}
 	p.Gauge("nymph_relay_pumps", "FIFO pairs being pumped.", float64(st.Pumps))
+	p.Gauge("nymph_relay_unheld_reply_pipes", "FIFO pairs whose reply pipe is opened per reply, past the open-file budget.", float64(st.UnheldReplyPipes))
 	p.Gauge("nymph_relay_machines", "Machine directories watched.", float64(st.Machines))
 	p.Gauge("nymph_relay_spool_dirs", "Spool directories polled.", float64(st.SpoolDirs))
 	p.Gauge("nymph_relay_uptime_seconds", "Seconds since the relay started.", st.UptimeSeconds)

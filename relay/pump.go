@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -18,20 +21,33 @@ import (
 // it is one goroutine parked in Go's poller on one non-blocking fd, holding
 // nothing bigger than a frame header.
 type pump struct {
-	rl      *Relay
-	f       *os.File
-	raw     syscall.RawConn // f's descriptor, for a read that must not wait
-	resp    int             // the resp pipe's write end; -1 when closed
-	kept    bool            // resp is kept between replies, counted in rl.replyFDs
-	key     fileKey
-	reqRel  string
-	respRel string
-	ctx     context.Context // cancelled when the pump is removed
-	cancel  context.CancelFunc
-	done    chan struct{}
+	rl  *Relay
+	f   *os.File
+	raw syscall.RawConn // f's descriptor, for a read that must not wait
+	// resp is the resp pipe's descriptor, -1 when none is open. A pump
+	// that had room in the pipe budget opens it O_RDWR when it starts and
+	// holds it (held), so a daemon's blocking open(2) of the pipe returns
+	// at once, as spec 000 has it; one without room opens it O_WRONLY per
+	// reply and keeps it while room appears.
+	resp int
+	held bool // resp was opened O_RDWR at the start
+	// unheld: the budget had no room to hold resp at the start (counted in
+	// the metrics until the pump ends).
+	unheld bool
+	kept   bool // resp counts in rl.replyFDs
+	// respStale says the resp pipe was replaced under its name (discovery
+	// saw it): the next reply opens the new one.
+	respStale atomic.Bool
+	key       fileKey
+	reqRel    string
+	respRel   string
+	ctx       context.Context // cancelled when the pump is removed
+	cancel    context.CancelFunc
+	done      chan struct{}
 
 	mu       sync.Mutex // guards the read deadline against stop and kill
 	busy     bool       // inside a frame
+	inHead   bool       // inside a frame not forwarded yet
 	stopping bool       // shutdown: finish the frame in hand, read no new one
 	killed   bool       // removed, or the shutdown grace ran out
 	deadline bool       // a read deadline may be set; idle clears it
@@ -78,12 +94,15 @@ func (p *pump) take(b []byte) int {
 	return n
 }
 
-func newPump(rl *Relay, fd int, key fileKey, reqRel, respRel string) *pump {
+// newPump makes the pump of the request pipe fd. resp is the reply pipe
+// held since the start (O_RDWR, counted in rl.replyFDs), or -1.
+func newPump(rl *Relay, fd int, key fileKey, reqRel, respRel string, resp int) *pump {
 	// fd is non-blocking, so os.NewFile registers it with the poller.
 	f := os.NewFile(uintptr(fd), filepath.Join(rl.root.path, reqRel))
 	raw, _ := f.SyscallConn() // only fails on a nil or closed file
 	ctx, cancel := context.WithCancel(rl.hard)
-	p := &pump{rl: rl, f: f, raw: raw, resp: -1, key: key, reqRel: reqRel, respRel: respRel, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	p := &pump{rl: rl, f: f, raw: raw, resp: resp, held: resp >= 0, kept: resp >= 0, unheld: resp < 0,
+		key: key, reqRel: reqRel, respRel: respRel, ctx: ctx, cancel: cancel, done: make(chan struct{})}
 	p.readFn = p.readOnce
 	return p
 }
@@ -97,14 +116,33 @@ func (p *pump) exited() bool {
 	}
 }
 
-// stop asks the pump to read no new frame; an idle pump returns at once.
+// stop asks the pump to read no new frame; an idle pump returns at once,
+// and so does one waiting for the rest of a frame it has not forwarded
+// (the shutdown grace is for requests upstream, not for daemons still
+// writing). Such a frame is answered 503.
 func (p *pump) stop() {
 	p.mu.Lock()
 	p.stopping = true
-	if !p.busy {
+	if !p.busy || p.inHead {
 		p.f.SetReadDeadline(time.Unix(1, 0))
 		p.deadline = true
 	}
+	p.mu.Unlock()
+}
+
+// cutOff reports that shutdown interrupted the frame being read before it
+// was forwarded.
+func (p *pump) cutOff() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stopping && p.inHead && !p.killed
+}
+
+// forwarding marks the frame in hand as on its way upstream: from here
+// shutdown gives it the grace.
+func (p *pump) forwarding() {
+	p.mu.Lock()
+	p.inHead = false
 	p.mu.Unlock()
 }
 
@@ -131,7 +169,7 @@ func (p *pump) isKilled() bool {
 // thread, which per frame cost more than the rest of the relay's work.
 func (p *pump) arm() {
 	p.mu.Lock()
-	if !p.killed {
+	if !p.killed && !(p.stopping && p.inHead) {
 		p.f.SetReadDeadline(time.Now().Add(p.rl.cfg.FrameTimeout))
 		p.deadline = true
 	}
@@ -142,6 +180,12 @@ func (p *pump) arm() {
 func (p *pump) begin() {
 	p.mu.Lock()
 	p.busy = true
+	p.inHead = true
+	if p.stopping {
+		// A frame that began as shutdown did: it is not waited for.
+		p.f.SetReadDeadline(time.Unix(1, 0))
+		p.deadline = true
+	}
 	p.mu.Unlock()
 }
 
@@ -151,6 +195,7 @@ func (p *pump) idle() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.busy = false
+	p.inHead = false
 	if p.stopping || p.killed {
 		return false
 	}
@@ -167,6 +212,9 @@ func (p *pump) run() {
 		p.f.Close()
 		p.closeResp()
 		p.dropBuffer()
+		if p.unheld {
+			p.rl.metrics.unheld.Add(-1)
+		}
 		p.rl.metrics.pumps.Add(-1)
 		close(p.done)
 		p.rl.pumps.Done()
@@ -202,6 +250,14 @@ func (p *pump) readHeader() (int64, bool) {
 						return 0, false // stop() woke an idle pump
 					}
 					continue
+				}
+				if p.cutOff() {
+					// Shutdown came mid-header: the daemon gets its one
+					// reply, as for any frame cut off before it went up.
+					rep := reply{status: http.StatusServiceUnavailable, message: msgShutdown, relayErr: true}
+					p.rl.metrics.fail(errShutdown)
+					p.deliver(&rep)
+					return 0, false
 				}
 				p.rl.metrics.fail(errStall)
 				p.rl.log.Warn("relay: partial frame header dropped after the stall timer", "pipe", p.f.Name())
@@ -323,18 +379,21 @@ func (p *pump) Read(b []byte) (int, error) {
 		return n, nil
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) && !p.isKilled() {
+		if p.cutOff() {
+			return 0, errCutOff
+		}
 		return 0, errStalled
 	}
 	return 0, errStopped
 }
 
-// watchAfter is how long a call runs before the pump starts watching its
-// pipe for abandonment. Only a long-poll runs that long; acks, results,
-// chunks and a relay under load finish first and cost no watcher. A
-// daemon gives up on a request only after its own timeout, well past the
-// long-poll's wait, so noticing that this much later cancels the upstream
-// call this much later and changes nothing else: a raw reply that comes back
-// meanwhile is still dropped (see peekNext).
+// watchAfter is how long a call that carries an id runs before the pump
+// starts watching its pipe for a next frame, which supersedes it. Only a
+// long-poll runs that long; acks, results, chunks and a relay under load
+// finish first and cost no watcher. A daemon gives up on a request only
+// after its own timeout, well past the long-poll's wait, so noticing that
+// this much later cancels the upstream call this much later and changes
+// nothing else.
 const watchAfter = 100 * time.Millisecond
 
 // callWatch is what a call in progress shares with the pump's watcher.
@@ -342,21 +401,33 @@ type callWatch struct {
 	timeout   time.Duration           // the upstream timeout
 	deadline  time.Time               // when it passes
 	cancel    context.CancelCauseFunc // ends the call
+	addressed bool                    // the frame carries an id: a next frame supersedes it
 	finished  bool                    // the call returned: do not start
 	abandoned bool                    // the watcher read a byte of a new frame
 }
 
-// await runs call while, once it has taken watchAfter, watching the pipe:
-// the daemon writes its next frame only once it stopped waiting for this
-// one's reply, so a byte arriving first means this request was abandoned.
+// await runs call under the upstream timeout. A frame that carries an id
+// is superseded by the next frame on its pipe: the daemon writes one only
+// once it stopped waiting for this reply, so once the call has taken
+// watchAfter, the watcher reads the pipe, and a byte arriving first
+// cancels the call, whose reply is then not written (the daemon would
+// discard it by its id anyway). A raw frame (no id) is never superseded:
+// spec 000 answers raw frames one for one and in order, pipelined or not,
+// so bytes of a next frame simply wait in the pipe until this reply is
+// written.
+//
 // The watcher also enforces the upstream timeout (through its read
-// deadline), so a quick call costs no timer but the watcher's own, which
-// the pump keeps from frame to frame.
+// deadline, or for a raw frame by firing at the timeout), so a quick call
+// costs no timer but the watcher's own, which the pump keeps from frame to
+// frame.
 func (p *pump) await(call func() result, cancel context.CancelCauseFunc, timeout time.Duration, addressed bool) (result, bool) {
 	p.mu.Lock()
-	p.call = callWatch{timeout: timeout, deadline: time.Now().Add(timeout), cancel: cancel}
+	p.call = callWatch{timeout: timeout, deadline: time.Now().Add(timeout), cancel: cancel, addressed: addressed}
 	p.mu.Unlock()
-	after := min(watchAfter, timeout)
+	after := timeout
+	if addressed {
+		after = min(watchAfter, timeout)
+	}
 	if p.watch == nil {
 		p.watchDone = make(chan struct{}, 1)
 		p.watch = time.AfterFunc(after, p.watchCall)
@@ -365,35 +436,37 @@ func (p *pump) await(call func() result, cancel context.CancelCauseFunc, timeout
 	}
 	res := call()
 	if p.watch.Stop() {
-		// The watcher never started: a byte already waiting still means
-		// the daemon gave up on this request. A raw reply must then not
-		// be delivered (the daemon would take it for its new request's);
-		// an addressed one is told apart by its id, so it is not worth a
-		// read(2) per frame to look.
-		return res, !addressed && p.peekNext()
+		return res, false // the watcher never started
 	}
 	p.mu.Lock()
 	p.call.finished = true
-	p.f.SetReadDeadline(time.Unix(1, 0)) // ends a watch in progress
-	p.deadline = true
+	if addressed {
+		p.f.SetReadDeadline(time.Unix(1, 0)) // ends a watch in progress
+		p.deadline = true
+	}
 	p.mu.Unlock()
 	<-p.watchDone
 	return res, p.call.abandoned
 }
 
-// watchCall is the watcher of a call that has run watchAfter: it waits for
-// a byte of a new frame (the call was abandoned) or the upstream timeout,
-// and cancels the call on either.
+// watchCall is the watcher of a call: for a frame with an id, started
+// after watchAfter, it waits for a byte of a new frame (the call was
+// superseded) or the upstream timeout and cancels the call on either; for
+// a raw frame, started at the timeout, it cancels the call.
 func (p *pump) watchCall() {
 	defer func() { p.watchDone <- struct{}{} }()
 	p.mu.Lock()
 	c := p.call
-	watch := !c.finished && !p.stopping && !p.killed
+	watch := !c.finished && !p.stopping && !p.killed && c.addressed
+	timedOut := !c.finished && !p.killed && !c.addressed
 	if watch {
 		p.f.SetReadDeadline(c.deadline)
 		p.deadline = true
 	}
 	p.mu.Unlock()
+	if timedOut {
+		c.cancel(errNoAnswer(c.timeout))
+	}
 	if !watch {
 		return
 	}
@@ -407,21 +480,11 @@ func (p *pump) watchCall() {
 		return
 	}
 	p.mu.Lock()
-	timedOut := !p.call.finished && !p.killed
+	timedOut = !p.call.finished && !p.killed
 	p.mu.Unlock()
 	if timedOut {
 		c.cancel(errNoAnswer(c.timeout))
 	}
-}
-
-// peekNext reports whether bytes of a next frame are already here: held
-// in the input buffer, or in the pipe (read without waiting).
-func (p *pump) peekNext() bool {
-	if p.buffered() > 0 {
-		return true
-	}
-	_, err := p.readPipe(readCall{}) // one attempt: EAGAIN is an error
-	return err == nil
 }
 
 func (p *pump) discard(buf []byte) error {
@@ -433,10 +496,12 @@ func (p *pump) discard(buf []byte) error {
 	return nil
 }
 
-// deliver writes the reply frame to the resp pipe. No reader (ENXIO) or a
-// reader gone (EPIPE) means the daemon stopped waiting: the reply is
+// deliver writes the reply frame to the resp pipe. With the pipe held
+// (O_RDWR) a write always finds it; opened per reply, no reader (ENXIO) or
+// a reader gone (EPIPE) means the daemon stopped waiting: the reply is
 // dropped.
 func (p *pump) deliver(rep *reply) {
+	defer rep.done()
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	out, err := rep.appendFrame((*bp)[:0])
@@ -444,85 +509,189 @@ func (p *pump) deliver(rep *reply) {
 		p.rl.log.Error("relay: encode reply", "pipe", p.respRel, "err", err)
 		return
 	}
-	if err := p.writeReply(out); err != nil {
+	var spare []byte // the copy buffer of a streamed body: bp past the head
+	if rep.stream != nil && len(out) <= cap(*bp)/2 {
+		spare = (*bp)[len(out):cap(*bp)]
+	}
+	if err := p.writeReply(out, rep.stream, spare); err != nil {
 		p.dropped(err)
 		return
 	}
 	p.rl.metrics.replies.Add(1)
-	p.rl.metrics.bytesOut.Add(uint64(len(out)))
+	p.rl.metrics.bytesOut.Add(uint64(len(out)) + uint64(rep.length))
 }
 
-// writeReply writes out to the resp pipe. While the pipe budget allows,
-// the write end stays open from one reply to the next: opening a FIFO
-// (with its checks) per reply was about a third of the relay's own work
-// per frame. A kept end may have gone stale (the pipe was replaced), so
-// EPIPE on it opens the pipe afresh once before the reply is given up.
-// A reply that fits the pipe goes in one write(2), atomic when under
-// PIPE_BUF; the rest waits in the poller with the stall timer, so a daemon
-// that stops reading cannot hold the pump.
-func (p *pump) writeReply(out []byte) error {
+// writeReply writes out, then the body from stream when there is one
+// (copied through spare, if big enough), to the resp pipe. A reply that fits the pipe goes in one write(2), atomic
+// when under PIPE_BUF; the rest waits in the poller with the stall timer,
+// so a daemon that stops reading cannot hold the pump.
+func (p *pump) writeReply(out []byte, stream io.Reader, spare []byte) error {
 	for attempt := 0; ; attempt++ {
-		cached := p.resp >= 0
-		if !cached {
-			fd, _, err := p.rl.root.openChecked(p.respRel, unix.O_WRONLY|unix.O_NONBLOCK, unix.S_IFIFO, p.rl.cfg.AllowSharedWriters)
-			if err != nil {
-				return err
-			}
-			p.resp = fd
+		fresh, err := p.openResp()
+		if err != nil {
+			return err
 		}
 		n, err := unix.Write(p.resp, out)
 		switch {
-		case err == nil && n == len(out):
-			if !cached && !p.rl.keepReplyFD() {
-				p.closeResp() // no room to keep it: the open-file budget is spent
-				return nil
-			}
-			p.kept = true
+		case err == nil && n == len(out) && stream == nil:
+			p.keepResp(fresh)
 			return nil
 		case err == nil || err == unix.EAGAIN:
-			return p.writeRest(out[max(n, 0):])
+			err = p.writeRest(out[max(n, 0):], stream, spare)
+			if err == nil {
+				p.keepResp(fresh)
+			}
+			return err
 		}
 		p.closeResp()
-		if !cached || attempt > 0 || err != unix.EPIPE {
+		// A kept O_WRONLY end may have gone stale (the pipe was replaced
+		// and its old reader left): open the pipe afresh once.
+		if fresh || attempt > 0 || err != unix.EPIPE {
 			return err
 		}
 	}
 }
 
-// writeRest finishes a reply larger than the room in the pipe, through the
-// poller, and lets the write end go: a large reply is rare, and its end is
-// best not kept in blocking-capable hands.
-func (p *pump) writeRest(out []byte) error {
-	f := os.NewFile(uintptr(p.resp), p.respRel)
-	p.forgetResp()
+// openResp makes sure the pump has a reply descriptor: the held one
+// (re-opened on a pipe replaced under its name), the one kept from the
+// last reply, or a new O_WRONLY one, which it reports as fresh.
+func (p *pump) openResp() (fresh bool, err error) {
+	if p.respStale.Swap(false) && p.resp >= 0 {
+		p.rl.log.Info("relay: reply pipe replaced; opening the new one", "pipe", p.respRel)
+		held := p.held
+		p.closeResp()
+		if held {
+			// The budget room stays taken: the new pipe is held in its place.
+			if !p.rl.reserveReplyFD(0) {
+				held = false
+			}
+		}
+		p.held = held
+		p.kept = held
+	}
+	if p.resp >= 0 {
+		return false, nil
+	}
+	flags := unix.O_WRONLY | unix.O_NONBLOCK
+	if p.held {
+		flags = unix.O_RDWR | unix.O_NONBLOCK
+	}
+	fd, _, err := p.rl.root.openChecked(p.respRel, flags, unix.S_IFIFO, p.rl.cfg.AllowSharedWriters)
+	if err != nil {
+		if p.held {
+			p.held, p.kept = false, false
+			p.rl.replyFDs.Add(-1)
+		}
+		return false, err
+	}
+	p.resp = fd
+	return !p.held, nil
+}
+
+// keepResp keeps a reply end opened for this reply while the pipe budget
+// has room: opening a FIFO (with its checks) per reply was about a third
+// of the relay's own work per frame.
+func (p *pump) keepResp(fresh bool) {
+	if !fresh {
+		return
+	}
+	if !p.rl.keepReplyFD() {
+		p.closeResp() // no room to keep it: the open-file budget is spent
+		return
+	}
+	p.kept = true
+}
+
+// writeRest finishes a reply larger than the room in the pipe, and streams
+// its body, through the poller on a duplicate of the reply descriptor. A
+// write that stalls past the frame timeout leaves a partial frame in the
+// pipe; on a held pipe the relay reads its own pipe empty again, so the
+// next reply starts on a frame boundary for whoever reads next.
+func (p *pump) writeRest(rest []byte, stream io.Reader, buf []byte) error {
+	dup, err := unix.FcntlInt(uintptr(p.resp), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("dup reply pipe: %w", err)
+	}
+	f := os.NewFile(uintptr(dup), p.respRel) // non-blocking: on the poller
 	defer f.Close()
-	for len(out) > 0 {
-		chunk := out[:min(len(out), headCap)]
+	err = p.writeStalling(f, rest)
+	if err == nil && stream != nil {
+		if len(buf) < 4<<10 {
+			buf = make([]byte, headCap)
+		}
+		for {
+			n, rerr := stream.Read(buf)
+			if n > 0 {
+				if err = p.writeStalling(f, buf[:n]); err != nil {
+					break
+				}
+			}
+			if rerr == io.EOF {
+				break
+			}
+			if rerr != nil {
+				err = fmt.Errorf("read reply from upstream: %w", rerr)
+				break
+			}
+		}
+	}
+	if err != nil {
+		p.resync()
+	}
+	return err
+}
+
+// writeStalling writes b, allowing the stall timer between two bytes
+// taken by the reader.
+func (p *pump) writeStalling(f *os.File, b []byte) error {
+	for len(b) > 0 {
+		chunk := b[:min(len(b), headCap)]
 		f.SetWriteDeadline(time.Now().Add(p.rl.cfg.FrameTimeout))
 		k, err := f.Write(chunk)
 		if err != nil {
 			return err
 		}
-		out = out[k:]
+		b = b[k:]
 	}
 	return nil
+}
+
+// resync empties a held reply pipe after a reply cut off mid-frame (its
+// reader stalled, or its body stopped coming): the relay is a reader of its
+// own pipe, so it can take back the partial frame rather than leave the
+// next reader a stream out of step. A pipe opened per reply is closed
+// instead; its reader sees the frame cut short.
+func (p *pump) resync() {
+	if !p.held {
+		p.closeResp()
+		return
+	}
+	var b [4096]byte
+	total := 0
+	for {
+		n, err := unix.Read(p.resp, b[:])
+		if n > 0 {
+			total += n
+			continue
+		}
+		if err == unix.EINTR {
+			continue
+		}
+		break
+	}
+	p.rl.log.Warn("relay: reply cut off mid-frame; emptied the reply pipe", "pipe", p.respRel, "bytes", total)
 }
 
 func (p *pump) closeResp() {
 	if p.resp >= 0 {
 		unix.Close(p.resp)
-		p.forgetResp()
+		p.resp = -1
 	}
-}
-
-// forgetResp drops the pump's hold on its reply pipe (closed, or handed
-// over), giving its place in the open-file budget back.
-func (p *pump) forgetResp() {
-	p.resp = -1
 	if p.kept {
 		p.kept = false
 		p.rl.replyFDs.Add(-1)
 	}
+	p.held = false
 }
 
 func (p *pump) dropped(err error) {
@@ -532,28 +701,4 @@ func (p *pump) dropped(err error) {
 		return
 	}
 	p.rl.log.Warn("relay: reply dropped", "pipe", p.respRel, "err", err)
-}
-
-// noticeLost tells a daemon already waiting on respRel, before this pump
-// opens the request pipe, that its request is lost: it was written to a
-// relay that died (or a pump that was replaced), since no daemon can reach
-// this pump before the request pipe is open. The notice is a raw
-// relay_error with status 0, a transport failure: a daemon answered raw
-// retries at once instead of waiting out its timeout, and one using ids
-// may take an id-less relay_error the same way. Nobody waiting (ENXIO) is
-// the usual case and costs one open(2).
-func (rl *Relay) noticeLost(respRel string) {
-	fd, _, err := rl.root.openChecked(respRel, unix.O_WRONLY|unix.O_NONBLOCK, unix.S_IFIFO, rl.cfg.AllowSharedWriters)
-	if err != nil {
-		return
-	}
-	rep := reply{status: 0, message: "relay restarted: the request in flight was lost", relayErr: true}
-	out, err := rep.appendFrame(nil)
-	if err == nil {
-		_, err = unix.Write(fd, out) // far under PIPE_BUF: one atomic write or none
-	}
-	unix.Close(fd)
-	if err == nil {
-		rl.log.Info("relay: told a waiting daemon its request was lost", "pipe", respRel)
-	}
 }

@@ -87,6 +87,9 @@ type Relay struct {
 	// bounds them together with the pumps' request pipes (0: no bound).
 	replyFDs  atomic.Int64
 	keptLimit int64
+	// warnedUnheld is set once the relay has said that a reply pipe could
+	// not be held.
+	warnedUnheld atomic.Bool
 }
 
 // New checks the configuration (token file mode, upstream URL, prefix) and
@@ -255,13 +258,35 @@ const reservedFDs = 256
 
 // keepReplyFD reserves room to keep one more reply pipe open, and reports
 // whether there was any.
-func (rl *Relay) keepReplyFD() bool {
+func (rl *Relay) keepReplyFD() bool { return rl.reserveReplyFD(0) }
+
+// reserveReplyFD is keepReplyFD for a pump about to start, whose request
+// pipe (extra: 1) does not count among the pumps yet.
+func (rl *Relay) reserveReplyFD(extra int64) bool {
 	n := rl.replyFDs.Add(1)
-	if rl.keptLimit > 0 && n+rl.metrics.pumps.Load() > rl.keptLimit {
+	if rl.keptLimit > 0 && n+rl.metrics.pumps.Load()+extra > rl.keptLimit {
 		rl.replyFDs.Add(-1)
 		return false
 	}
 	return true
+}
+
+// replyPipeUnheld records that a starting pump could not hold respRel
+// open: the open-file budget is spent. Its daemon must open resp
+// non-blocking; a plain blocking open waits until the relay writes a
+// reply, which it does only after a request. The first time, the relay
+// says so and how to make room; later pairs are counted in /status.
+func (rl *Relay) replyPipeUnheld(respRel string) {
+	rl.metrics.unheld.Add(1)
+	if rl.warnedUnheld.Swap(true) {
+		rl.log.Debug("relay: reply pipe not held: the open-file budget is spent", "pipe", respRel)
+		return
+	}
+	lim, _ := openFileLimit()
+	rl.log.Warn("relay: the open-file budget is spent; this and further pairs open their reply pipe per reply, "+
+		"so their daemons must open resp.fifo non-blocking (see unheld_reply_pipes in /status). "+
+		"Raise the limit to more than twice the pairs (ulimit -n, or LimitNOFILE= in the systemd unit)",
+		"pipe", respRel, "open_file_limit", lim, "pipe_budget", rl.keptLimit, "pumps", rl.metrics.pumps.Load())
 }
 
 // upstreamConnBound leaves three quarters of the open-file limit to pipes

@@ -3,7 +3,9 @@ package relay
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -413,9 +415,11 @@ func TestNewFrameAbandonsRequestInFlight(t *testing.T) {
 	}
 }
 
-// A daemon still waiting for a reply when a relay starts (its request went
-// to a relay that died) is told at once that its request was lost.
-func TestStartTellsWaitingDaemonItsRequestWasLost(t *testing.T) {
+// A daemon already holding resp when a pump starts (its request went to
+// a relay that died, or it opened resp before retrying req) is sent
+// nothing unsolicited: the first frame it reads is the answer to the first
+// request it writes, at relay start and at every pump restart.
+func TestNothingIsWrittenAtPumpStart(t *testing.T) {
 	fp := newFakePlane(t)
 	prefix := t.TempDir()
 	dir := filepath.Join(prefix, "m1")
@@ -426,17 +430,87 @@ func TestStartTellsWaitingDaemonItsRequestWasLost(t *testing.T) {
 	}
 	resp := os.NewFile(uintptr(rfd), "resp")
 	defer resp.Close()
-	startRelay(t, prefix, fp.URL, nil)
-	fail := decodeRelayError(t, readFrame(t, resp))
-	if fail.Status != 0 || !strings.Contains(fail.Message, "lost") {
-		t.Fatalf("notice = %+v", fail)
+	rl, _, _ := startRelay(t, prefix, fp.URL, nil)
+	// The pump restarts when its directory is renamed away and back.
+	for round := range 3 {
+		if round > 0 {
+			away := filepath.Join(t.TempDir(), "away")
+			if err := os.Rename(dir, away); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the pump gone", func() bool { return rl.metrics.pumps.Load() == 0 })
+			if err := os.Rename(away, dir); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the pump back", func() bool { return rl.metrics.pumps.Load() == 1 })
+		}
+		resp.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		var b [1]byte
+		if n, err := resp.Read(b[:]); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("round %d: read %d bytes at pump start (err %v), want none", round, n, err)
+		}
+		req := openReq(t, dir, "")
+		writeAll(t, req, frame.Append(nil, []byte{}[:0:0]))
+		req.Close()
+		// An empty payload is not an envelope: the one reply is its 400.
+		if fail := decodeRelayError(t, readFrame(t, resp)); fail.Status != 400 {
+			t.Fatalf("round %d: first frame = %+v, want the 400 answering the frame written", round, fail)
+		}
 	}
 }
 
-// The relay keeps the resp pipe's write end between replies. A pipe
-// replaced in between by a rename (which leaves the pump running) must
-// still get its reply, and a pipe nobody reads any more drops it without
-// holding the pump.
+// openReq opens a pair's request pipe for writing once the relay holds it.
+func openReq(t testing.TB, dir, lane string) *os.File {
+	t.Helper()
+	end := time.Now().Add(deadline)
+	for {
+		fd, err := unix.Open(filepath.Join(dir, pipeName("req", lane)), unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err == nil {
+			return os.NewFile(uintptr(fd), "req")
+		}
+		if !errors.Is(err, unix.ENXIO) || time.Now().After(end) {
+			t.Fatalf("open req: %v", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Raw frames (no id) are answered one for one and in order, pipelined or
+// not, as spec 000 has it: a frame written while the one before is
+// upstream waits its turn instead of superseding it.
+func TestPipelinedRawFramesAnsweredInOrder(t *testing.T) {
+	fp := newFakePlane(t)
+	fp.block = make(chan struct{})
+	prefix := t.TempDir()
+	dir := filepath.Join(prefix, "m1")
+	makePair(t, dir, "")
+	rl, _, _ := startRelay(t, prefix, fp.URL, nil)
+	resp, req := daemonSide{dir: dir}.open(t)
+	defer resp.Close()
+	defer req.Close()
+	var frames []byte
+	frames = frame.Append(frames, envelope(t, "/v1/daemon/poll", "", []byte("p")))
+	for _, b := range []string{"a1", "a2", "a3"} {
+		frames = frame.Append(frames, envelope(t, "/v1/daemon/ack", "", []byte(b)))
+	}
+	writeAll(t, req, frames) // four frames back to back, in one write
+	waitFor(t, "the poll upstream", func() bool { return len(fp.requests()) == 1 })
+	time.Sleep(3 * watchAfter) // long enough for a watcher to have judged
+	close(fp.block)
+	for _, want := range []string{"echo:p", "echo:a1", "echo:a2", "echo:a3"} {
+		if got := string(readFrame(t, resp)); got != want {
+			t.Fatalf("reply = %q, want %q", got, want)
+		}
+	}
+	if got := rl.metrics.errs[errAbandoned].Load(); got != 0 {
+		t.Fatalf("abandoned = %d, want 0", got)
+	}
+}
+
+// The relay holds the resp pipe between replies. A pipe replaced in
+// between by a rename (which leaves the pump running) must still get its
+// reply, and a reply nobody reads stays in the held pipe without holding
+// the pump.
 func TestReplyFollowsAReplacedRespPipe(t *testing.T) {
 	fp := newFakePlane(t)
 	prefix := t.TempDir()
@@ -458,19 +532,50 @@ func TestReplyFollowsAReplacedRespPipe(t *testing.T) {
 		t.Fatalf("reply after the pipe was replaced = %+v", rep)
 	}
 
-	// Nobody reading: the frame is answered upstream, the reply dropped.
+	// Nobody reading: the pipe the relay holds keeps the reply, and a
+	// daemon using ids reads past it to its own.
 	req, err := os.OpenFile(filepath.Join(dir, "req.fifo"), os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	writeAll(t, req, frame.Append(nil, envelope(t, "/v1/daemon/ack", "a3", []byte("x"))))
 	req.Close()
-	waitFor(t, "the unread reply dropped", func() bool { return rl.metrics.errs[errReplyDropped].Load() == 1 })
-	if rep := decodeReply(t, d.roundTrip(t, envelope(t, "/v1/daemon/ack", "a4", []byte("x")))); rep.ID != "a4" {
-		t.Fatalf("reply after a dropped one = %+v", rep)
+	waitFor(t, "the unread reply written", func() bool { return rl.metrics.replies.Load() == 3 })
+	resp, req := d.open(t)
+	defer resp.Close()
+	defer req.Close()
+	writeAll(t, req, frame.Append(nil, envelope(t, "/v1/daemon/ack", "a4", []byte("x"))))
+	if rep := decodeReply(t, readFrame(t, resp)); rep.ID != "a3" {
+		t.Fatalf("first reply read = %+v, want the unread a3", rep)
+	}
+	if rep := decodeReply(t, readFrame(t, resp)); rep.ID != "a4" {
+		t.Fatalf("second reply read = %+v, want a4", rep)
 	}
 	if n := rl.metrics.pumps.Load(); n != 1 {
 		t.Fatalf("pumps = %d, want the one pump throughout", n)
+	}
+}
+
+// A pair past the pipe budget opens its reply pipe per reply: a reply
+// with no reader is dropped (ENXIO), the relay says once that the budget
+// is spent, and /status counts the pair.
+func TestUnheldReplyPipeDropsAnUnreadReply(t *testing.T) {
+	fp := newFakePlane(t)
+	prefix := t.TempDir()
+	dir := filepath.Join(prefix, "m1")
+	makePair(t, dir, "")
+	// Room for the request pipe only.
+	rl, _, _ := startRelay(t, prefix, fp.URL, func(c *Config) { c.PipeBudget = 1 })
+	if got := rl.metrics.Snapshot(time.Now()).UnheldReplyPipes; got != 1 {
+		t.Fatalf("unheld_reply_pipes = %d, want 1", got)
+	}
+	req := openReq(t, dir, "")
+	writeAll(t, req, frame.Append(nil, envelope(t, "/v1/daemon/ack", "a1", []byte("x"))))
+	req.Close()
+	waitFor(t, "the unread reply dropped", func() bool { return rl.metrics.errs[errReplyDropped].Load() == 1 })
+	d := daemonSide{dir: dir}
+	if rep := decodeReply(t, d.roundTrip(t, envelope(t, "/v1/daemon/ack", "a2", []byte("x")))); rep.ID != "a2" {
+		t.Fatalf("reply after a dropped one = %+v", rep)
 	}
 }
 
@@ -509,7 +614,7 @@ func TestQuickReplyToAnAbandonedRequest(t *testing.T) {
 		name, oldID, newID string
 		stale              bool // the old reply reaches the daemon first
 	}{
-		{name: "raw", oldID: "", newID: ""},
+		{name: "raw", oldID: "", newID: "", stale: true},
 		{name: "addressed", oldID: "p1", newID: "a2", stale: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -525,7 +630,14 @@ func TestQuickReplyToAnAbandonedRequest(t *testing.T) {
 			waitFor(t, "the poll upstream", func() bool { return len(fp.requests()) == 1 })
 			writeAll(t, req, frame.Append(nil, envelope(t, "/v1/daemon/ack", tc.newID, []byte("x"))))
 			close(fp.block) // the poll is answered at once
-			if tc.stale {
+			if tc.stale && tc.oldID == "" {
+				// Raw frames are answered one for one: the old reply comes
+				// first, and nothing tells it apart (ids do).
+				if old := string(readFrame(t, resp)); old != "echo:" {
+					t.Fatalf("first reply = %q, want the old request's", old)
+				}
+			}
+			if tc.stale && tc.oldID != "" {
 				if old := decodeReply(t, readFrame(t, resp)); old.ID != tc.oldID {
 					t.Fatalf("first reply = %+v, want the old request's, under its id", old)
 				}
@@ -539,10 +651,7 @@ func TestQuickReplyToAnAbandonedRequest(t *testing.T) {
 			} else if rep := decodeReply(t, got); rep.ID != tc.newID || rep.Status != 200 || string(rep.Body) != "echo:x" {
 				t.Fatalf("reply = %+v, want the new request's", rep)
 			}
-			wantAbandoned := uint64(1)
-			if tc.stale {
-				wantAbandoned = 0
-			}
+			wantAbandoned := uint64(0)
 			if got := rl.metrics.errs[errAbandoned].Load(); got != wantAbandoned {
 				t.Fatalf("abandoned = %d, want %d", got, wantAbandoned)
 			}
@@ -717,5 +826,181 @@ func TestUpstreamRestartCostsNoFrame(t *testing.T) {
 		if rep := ack(fmt.Sprintf("a-%d", i+2)); rep.Status != 200 || rep.RelayError != nil {
 			t.Fatalf("frame %d after the restart: %+v", i+1, rep)
 		}
+	}
+}
+
+// bigReplyPlane answers every request with n bytes of a repeating
+// pattern, with a Content-Length or chunked, and status.
+func bigReplyPlane(t testing.TB, n int, chunked bool, status int) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		if !chunked {
+			w.Header().Set("Content-Length", fmt.Sprint(n))
+		}
+		w.WriteHeader(status)
+		chunk := bytes.Repeat([]byte("0123456789abcdef"), 4096)
+		for left := n; left > 0; left -= len(chunk) {
+			w.Write(chunk[:min(left, len(chunk))])
+			if chunked {
+				w.(http.Flusher).Flush()
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func patternOK(b []byte, n int) bool {
+	if len(b) != n {
+		return false
+	}
+	for i := range b {
+		if b[i] != "0123456789abcdef"[i%16] {
+			return false
+		}
+	}
+	return true
+}
+
+// Replies far over the 16 MiB the relay once held are streamed into the
+// pipe, sized or chunked, raw or with an id, and an error reply's body as
+// well; the next frame on the pair is answered as usual.
+func TestLargeReplyStreamed(t *testing.T) {
+	const n = 20 << 20
+	for _, tc := range []struct {
+		name    string
+		chunked bool
+		id      string
+		status  int
+	}{
+		{"sized raw", false, "", 200},
+		{"chunked raw", true, "", 200},
+		{"sized id", false, "r1", 200},
+		{"chunked id", true, "r1", 200},
+		{"error raw", false, "", 500},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			url := bigReplyPlane(t, n, tc.chunked, tc.status)
+			prefix := t.TempDir()
+			makePair(t, filepath.Join(prefix, "m1"), "")
+			startRelay(t, prefix, url, nil)
+			d := daemonSide{dir: filepath.Join(prefix, "m1")}
+			for round := range 2 {
+				p := d.roundTrip(t, envelope(t, "/v1/daemon/poll", tc.id, nil))
+				var body []byte
+				var status int
+				switch {
+				case tc.id != "":
+					rep := decodeReply(t, p)
+					if rep.ID != tc.id || rep.RelayError != nil {
+						t.Fatalf("round %d: reply = id %q, relay_error %+v", round, rep.ID, rep.RelayError)
+					}
+					body, status = rep.Body, int(rep.Status)
+				case tc.status != 200:
+					fail := decodeRelayError(t, p)
+					body, status = fail.Body, int(fail.Status)
+				default:
+					body, status = p, 200
+				}
+				if status != tc.status || !patternOK(body, n) {
+					t.Fatalf("round %d: status %d, body of %d bytes (pattern ok: %v), want %d and %d bytes",
+						round, status, len(body), patternOK(body, n), tc.status, n)
+				}
+			}
+		})
+	}
+}
+
+// A reply whose framed payload would pass the frame ceiling is refused
+// with a relay_error before any byte of it is written.
+func TestReplyOverTheCeilingRefused(t *testing.T) {
+	url := bigReplyPlane(t, frame.MaxPayload, false, 200)
+	prefix := t.TempDir()
+	makePair(t, filepath.Join(prefix, "m1"), "")
+	startRelay(t, prefix, url, nil)
+	d := daemonSide{dir: filepath.Join(prefix, "m1")}
+	// Raw, the body alone fits the ceiling exactly; with an id the
+	// envelope around it does not.
+	rep := decodeReply(t, d.roundTrip(t, envelope(t, "/v1/daemon/poll", "big", nil)))
+	if rep.RelayError == nil || rep.Status != 0 || !strings.Contains(rep.RelayError.Message, "ceiling") {
+		t.Fatalf("reply = %+v, want a relay_error naming the ceiling", rep)
+	}
+}
+
+// oversizeHeadWithID is the start of a frame announcing size bytes whose
+// head carries id, and whose body is announced to fill the rest.
+func oversizeHeadWithID(t testing.TB, id string, size int) []byte {
+	head := envelope(t, "/v1/daemon/poll", id, nil)
+	head = head[:len(head)-2] // drop the empty bin; announce a huge one instead
+	head = append(head, 0xc6)
+	head = binary.BigEndian.AppendUint32(head, uint32(size-len(head)-4))
+	return append(binary.BigEndian.AppendUint32(nil, uint32(size)), head...)
+}
+
+// An oversize frame whose bytes stop coming is still answered 413, once
+// the stall timer fires, so its daemon is never left without a reply.
+func TestStalledOversizeFrameAnswered413(t *testing.T) {
+	fp := newFakePlane(t)
+	prefix := t.TempDir()
+	makePair(t, filepath.Join(prefix, "m1"), "")
+	startRelay(t, prefix, fp.URL, func(c *Config) { c.FrameTimeout = 200 * time.Millisecond })
+	resp, req := daemonSide{dir: filepath.Join(prefix, "m1")}.open(t)
+	defer resp.Close()
+	defer req.Close()
+	writeAll(t, req, oversizeHeadWithID(t, "big", frame.MaxPayload+1))
+	writeAll(t, req, make([]byte, 1<<20)) // then nothing more
+	rep := decodeReply(t, readFrame(t, resp))
+	if rep.ID != "big" || rep.Status != 413 || rep.RelayError == nil {
+		t.Fatalf("reply = %+v, want 413", rep)
+	}
+}
+
+// Shutdown does not wait for a daemon still writing a frame (the grace is
+// for requests upstream): a frame cut off in its header or its payload is
+// answered 503 at once, raw when its id was not read yet.
+func TestShutdownCutsOffAHalfWrittenFrame(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		partial func(t *testing.T) []byte
+		id      string
+	}{
+		{"header", func(*testing.T) []byte { return []byte{0, 0} }, ""},
+		{"payload", func(t *testing.T) []byte {
+			full := frame.Append(nil, envelope(t, "/v1/daemon/ack", "half", bytes.Repeat([]byte("x"), 100)))
+			return full[:len(full)-10]
+		}, "half"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fp := newFakePlane(t)
+			prefix := t.TempDir()
+			makePair(t, filepath.Join(prefix, "m1"), "")
+			_, cancel, done := startRelay(t, prefix, fp.URL, func(c *Config) { c.ShutdownGrace = 10 * time.Second })
+			resp, req := daemonSide{dir: filepath.Join(prefix, "m1")}.open(t)
+			defer resp.Close()
+			defer req.Close()
+			writeAll(t, req, tc.partial(t))
+			time.Sleep(50 * time.Millisecond) // the pump is waiting for the rest
+			start := time.Now()
+			cancel()
+			p := readFrame(t, resp)
+			if tc.id == "" {
+				if fail := decodeRelayError(t, p); fail.Status != 503 {
+					t.Fatalf("reply = %+v, want a raw 503", fail)
+				}
+			} else if rep := decodeReply(t, p); rep.ID != tc.id || rep.Status != 503 {
+				t.Fatalf("reply = %+v, want 503 for %s", rep, tc.id)
+			}
+			select {
+			case <-done:
+			case <-time.After(deadline):
+				t.Fatal("relay did not exit")
+			}
+			if el := time.Since(start); el > 5*time.Second {
+				t.Fatalf("shutdown took %v with a 10s grace, want it not to wait for the writer", el)
+			}
+			if n := len(fp.requests()); n != 0 {
+				t.Fatalf("upstream saw %d requests, want none", n)
+			}
+		})
 	}
 }

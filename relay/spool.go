@@ -125,6 +125,7 @@ func (rl *Relay) serveSpool(spool, id string) {
 	if !ok {
 		return
 	}
+	defer rep.done()
 	if err := rl.writeSpoolReply(dirs, id, &rep, mode); err != nil {
 		rl.spoolFailed(fmt.Errorf("relay: reply %s/resp/%s: %w", spool, name, err))
 		return
@@ -183,6 +184,18 @@ func (rl *Relay) writeSpoolReply(dirs spoolDirs, id string, rep *reply, mode uin
 		f.Close()
 		return err
 	}
+	if rep.stream != nil {
+		// A large reply is copied through as it is read: never held whole.
+		n, err := io.CopyBuffer(f, io.LimitReader(rep.stream, rep.length), (*bp)[len(out):cap(*bp)])
+		if err == nil && n < rep.length {
+			err = fmt.Errorf("reply body ended after %d of %d bytes", n, rep.length)
+		}
+		if err != nil {
+			f.Close()
+			unix.Unlinkat(dirs.resp, tmp, 0)
+			return err
+		}
+	}
 	if err := f.Sync(); err != nil {
 		f.Close()
 		return err
@@ -194,7 +207,7 @@ func (rl *Relay) writeSpoolReply(dirs spoolDirs, id string, rep *reply, mode uin
 		return err
 	}
 	rl.metrics.replies.Add(1)
-	rl.metrics.bytesOut.Add(uint64(len(out)))
+	rl.metrics.bytesOut.Add(uint64(len(out)) + uint64(rep.length))
 	return nil
 }
 
@@ -225,6 +238,9 @@ func (s *fileSource) Read(b []byte) (int, error) {
 	}
 	return n, err
 }
+
+// forwarding changes nothing: a spool file is complete before it is read.
+func (s *fileSource) forwarding() {}
 
 // discard skips nothing: the file is closed after its one frame.
 func (s *fileSource) discard([]byte) error { return nil }

@@ -117,3 +117,20 @@ func TestSpoolDirCreatedLater(t *testing.T) {
 		t.Fatalf("reply = %+v", rep)
 	}
 }
+
+// A spool reply larger than the relay holds is copied into its file as it
+// arrives, chunked or sized.
+func TestSpoolLargeReply(t *testing.T) {
+	const n = 20 << 20
+	for _, chunked := range []bool{false, true} {
+		url := bigReplyPlane(t, n, chunked, 200)
+		prefix := t.TempDir()
+		sd := newSpoolDaemon(t, filepath.Join(prefix, "remote1"))
+		startRelay(t, prefix, url, nil)
+		sd.put(t, "big-1", envelope(t, "/v1/daemon/poll", "big-1", nil))
+		rep := decodeReply(t, sd.take(t, "big-1"))
+		if rep.ID != "big-1" || rep.Status != 200 || !patternOK(rep.Body, n) {
+			t.Fatalf("chunked=%v: reply id %q status %d, %d body bytes", chunked, rep.ID, rep.Status, len(rep.Body))
+		}
+	}
+}

@@ -67,6 +67,8 @@ func (s *streamSource) await(call func() result, _ context.CancelCauseFunc, _ ti
 	return call(), false
 }
 
+func (s *streamSource) forwarding() {}
+
 func (s *streamSource) discard(buf []byte) error {
 	for s.remain > 0 {
 		if _, err := s.Read(buf); err != nil {

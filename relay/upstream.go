@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -9,16 +10,22 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"sync/atomic"
 	"time"
 
 	"github.com/nymphd/nymph/hostio/inlinehttp"
 	"github.com/nymphd/nymph/relay/policy"
+	"github.com/nymphd/nymph/wirecore/frame"
 )
 
-// maxReply bounds the upstream reply the relay holds to frame it; daemon
-// routes answer in kilobytes, so this only stops a runaway upstream.
-const maxReply = 16 << 20
+// heldReply is the largest upstream reply the relay reads whole before
+// framing it; daemon routes answer in kilobytes. A larger reply is
+// streamed into the reply pipe (or spool file) as it is read, up to the
+// frame ceiling, at constant memory: one of known length straight from the
+// connection, one of unknown length (chunked) through a spill file that
+// learns its length first.
+const heldReply = headCap
 
 // defaultContentType is what the daemon's bodies are unless the envelope
 // says otherwise (raw log chunks).
@@ -124,15 +131,29 @@ type request struct {
 }
 
 // result is the upstream's answer. err is set when no response arrived.
+// A reply larger than heldReply comes as stream (of length bytes) instead
+// of body; whoever takes the result closes it.
 type result struct {
 	status int
 	body   []byte
+	stream io.ReadCloser
+	length int64
 	err    error
 }
 
-// post sends one request and reads the whole reply (up to maxReply). It
-// never retries: the relay is a byte-mover and the daemon owns retries.
-// ctx carries the upstream timeout; the caller sets it.
+// close releases a streamed body that will not be read.
+func (r *result) close() {
+	if r.stream != nil {
+		r.stream.Close()
+		r.stream = nil
+	}
+}
+
+// post sends one request and reads the reply: whole when it is small,
+// else as a stream the caller delivers and closes. It never retries: the
+// relay is a byte-mover and the daemon owns retries. ctx carries the
+// upstream timeout; the caller sets it, and keeps ctx alive while it
+// reads a streamed reply.
 //
 // The request goes straight to the client's transport: http.Client adds
 // redirect handling the relay refuses anyway, and a copy of the headers
@@ -173,12 +194,74 @@ func (u *upstream) post(ctx context.Context, rq *request) result {
 	if err != nil {
 		return result{err: fmt.Errorf("relay: POST %s: %w", rq.endpoint, unwrapURL(err))}
 	}
-	defer resp.Body.Close()
-	data, err := readLimited(resp.Body, resp.ContentLength, maxReply)
+	res, err := readReply(resp.Body, resp.ContentLength)
 	if err != nil {
+		if ctx.Err() != nil {
+			err = context.Cause(ctx)
+		}
 		return result{err: fmt.Errorf("relay: POST %s: read reply: %w", rq.endpoint, err)}
 	}
-	return result{status: resp.StatusCode, body: data}
+	res.status = resp.StatusCode
+	return res
+}
+
+// maxReplyBody is the most a reply body can be: a frame's payload.
+const maxReplyBody = frame.MaxPayload
+
+var errReplyTooLarge = fmt.Errorf("reply over the %d-byte frame ceiling", maxReplyBody)
+
+// readReply reads a reply body of length bytes (-1: unknown) whole when it
+// is at most heldReply, and otherwise returns it as a stream of known
+// length, spilling a body of unknown length to a file first. It takes
+// ownership of rc.
+func readReply(rc io.ReadCloser, length int64) (result, error) {
+	switch {
+	case length > maxReplyBody:
+		rc.Close()
+		return result{}, errReplyTooLarge
+	case length > heldReply:
+		return result{stream: rc, length: length}, nil
+	}
+	data, err := readLimited(rc, length, heldReply)
+	if err == nil {
+		rc.Close()
+		return result{body: data}, nil
+	}
+	if !errors.Is(err, errReplyHeld) {
+		rc.Close()
+		return result{}, err
+	}
+	// Chunked and larger than held: learn its length from a spill file.
+	f, n, err := spill(io.MultiReader(bytes.NewReader(data), rc))
+	rc.Close()
+	if err != nil {
+		return result{}, err
+	}
+	return result{stream: f, length: n}, nil
+}
+
+// spill copies r to an unlinked temporary file (in os.TempDir) and returns
+// it rewound, with its length; a body over the frame ceiling is refused.
+func spill(r io.Reader) (*os.File, int64, error) {
+	f, err := os.CreateTemp("", "nymph-relay-reply-*")
+	if err != nil {
+		return nil, 0, fmt.Errorf("spill file: %w", err)
+	}
+	os.Remove(f.Name()) // only the descriptor keeps it
+	bp := bufPool.Get().(*[]byte)
+	n, err := io.CopyBuffer(f, io.LimitReader(r, maxReplyBody+1), *bp)
+	bufPool.Put(bp)
+	if err == nil && n > maxReplyBody {
+		err = errReplyTooLarge
+	}
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, n, nil
 }
 
 // unwrapURL drops the *url.Error wrapper: its message repeats the URL, and
@@ -193,11 +276,12 @@ func unwrapURL(err error) error {
 	return err
 }
 
-var errReplyTooLarge = fmt.Errorf("reply over %d bytes", maxReply)
+// errReplyHeld says a body is larger than the caller would hold.
+var errReplyHeld = errors.New("reply larger than held")
 
 func readLimited(r io.Reader, length int64, limit int) ([]byte, error) {
 	if length > int64(limit) {
-		return nil, errReplyTooLarge
+		return nil, errReplyHeld
 	}
 	size := 512
 	if length >= 0 {
@@ -211,7 +295,7 @@ func readLimited(r io.Reader, length int64, limit int) ([]byte, error) {
 		n, err := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		if len(buf) > limit {
-			return nil, errReplyTooLarge
+			return buf, errReplyHeld // the bytes read so far come with it
 		}
 		if err == io.EOF {
 			return buf, nil

@@ -423,20 +423,86 @@ func TestCancelWhileWaitingForTheLane(t *testing.T) {
 	}
 }
 
-// A relay that restarted answers a daemon already waiting on its resp pipe
-// with a raw relay_error: the request it had is lost, and the client must
-// fail it at once instead of waiting for an id reply that cannot come.
+// A raw relay_error while the client waits for an id reply answers its
+// frame (one the relay could not read an id from, or cut off by the
+// relay's shutdown before it could): the client fails the request at once
+// instead of waiting for an id reply that cannot come.
 func TestRawRelayErrorFailsTheWaitingRequest(t *testing.T) {
 	dir := pipeDir(t)
 	mkpair(t, dir, transport.LanePoll)
 	startRelay(t, dir, transport.LanePoll, func(req wire.RelayRequest) [][]byte {
-		b, _ := (&wire.RelayErrorReply{RelayError: wire.RelayFailure{Message: "relay restarted: request lost"}}).MarshalMsg(nil)
+		b, _ := (&wire.RelayErrorReply{RelayError: wire.RelayFailure{Status: 503, Message: "relay shutting down"}}).MarshalMsg(nil)
 		return [][]byte{b}
 	})
 	c := newClient(t, Config{Dir: dir, Timeout: time.Minute})
 	_, err := c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/v1/daemon/poll"})
 	var re *RelayError
-	if !errors.As(err, &re) || !strings.Contains(re.Message, "relay restarted") {
-		t.Fatalf("err = %v, want the relay's restart notice as a RelayError", err)
+	if !errors.As(err, &re) || !strings.Contains(re.Message, "shutting down") {
+		t.Fatalf("err = %v, want the relay's 503 as a RelayError", err)
+	}
+}
+
+// A relay that exits with a request in flight (kill -9) sends nothing: the
+// client notices that nobody reads its request pipe any more and fails the
+// request as ErrNoRelay at once, not at its timeout, though a new relay
+// opens the pipe soon after. A frame the dead relay never read is left to
+// the next relay, which answers it: the request neither fails nor goes up
+// twice.
+func TestRelayExitFailsTheWaitingRequest(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		readFirst bool // the dead relay took the frame
+		wantErr   bool
+	}{
+		{"frame taken", true, true},
+		{"frame left in the pipe", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := pipeDir(t)
+			mkpair(t, dir, transport.LanePoll)
+			reqPath, respPath := Paths(dir, transport.LanePoll)
+			dead, err := openFIFO(reqPath, unix.O_RDWR)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := newClient(t, Config{Dir: dir, Timeout: time.Minute})
+			restarted := make(chan struct{})
+			defer func() { <-restarted }()
+			go func() {
+				defer close(restarted)
+				if tc.readFirst {
+					buf := make([]byte, 4096)
+					dead.SetReadDeadline(time.Now().Add(10 * time.Second))
+					dead.Read(buf)
+				} else {
+					time.Sleep(100 * time.Millisecond) // the frame is written
+				}
+				// The relay dies and a new one holds the pipe soon after
+				// (a relay process takes milliseconds to start) and
+				// answers what it reads.
+				dead.Close()
+				time.Sleep(20 * time.Millisecond)
+				f, err := openFIFO(reqPath, unix.O_RDWR)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				r := &fakeRelay{t: t, reqFile: f, resp: respPath, handle: echo, done: make(chan struct{})}
+				go r.run()
+				t.Cleanup(r.stop)
+			}()
+			start := time.Now()
+			resp, err := c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/v1/daemon/poll", Body: []byte("b")})
+			if tc.wantErr {
+				if !errors.Is(err, ErrNoRelay) || !strings.Contains(err.Error(), "exited") {
+					t.Fatalf("err = %v, want ErrNoRelay naming the relay's exit", err)
+				}
+			} else if err != nil || string(resp.Body) != "/v1/daemon/poll|b" {
+				t.Fatalf("RoundTrip = %+v, %v; want the next relay's answer", resp, err)
+			}
+			if el := time.Since(start); el > 5*time.Second {
+				t.Fatalf("answered after %v, want at once", el)
+			}
+		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -63,8 +64,75 @@ func (c *Client) exchange(ctx context.Context, ln *lane, id string) (*transport.
 		}
 		return nil, cause(ctx, fmt.Errorf("write: %w", err))
 	}
-	req.Close() // done writing; frees the fd while we wait
-	return c.awaitReply(ctx, ln, resp, id)
+	// req stays open while we wait, for the relay watch.
+	w := watchRelay(req, resp, len(ln.buf))
+	r, err := c.awaitReply(ctx, ln, resp, id)
+	w.stop()
+	if w.lost.Load() {
+		if w.torn.Load() {
+			ln.stalledUntil = time.Now().Add(StallTimeout)
+		}
+		return nil, fmt.Errorf("%w: the relay exited with the request in flight (nobody reads %s)", ErrNoRelay, ln.req)
+	}
+	return r, err
+}
+
+// relayWatch notices the relay exiting while a request waits for its
+// reply. The relay holds the only read end of req, so its exit (kill -9, a
+// crash) makes the pipe report POLLERR to our write end, and the poller
+// wakes us at that moment, microseconds later: a new relay process, which
+// takes milliseconds to start, opens the pipe only after we looked. (A
+// reader that comes back within those microseconds hides the exit, and
+// the request then waits out its timeout.) If our frame still sits unread in the pipe, the next
+// relay will read and answer it, so the request goes on waiting; if the
+// dead relay had taken it, the request is lost and fails at once (the
+// relay sends nothing to say so: every frame on resp answers a request).
+type relayWatch struct {
+	req  *os.File
+	lost atomic.Bool
+	// torn: the dead relay took part of our frame; the rest, still in the
+	// pipe, would be read by the next relay as the start of a frame.
+	torn atomic.Bool
+	done chan struct{}
+}
+
+func watchRelay(req, resp *os.File, frameLen int) *relayWatch {
+	w := &relayWatch{req: req, done: make(chan struct{})}
+	rc, err := req.SyscallConn()
+	if err != nil {
+		close(w.done)
+		return w
+	}
+	go func() {
+		defer close(w.done)
+		rc.Write(func(fd uintptr) bool {
+			if !noReader(int(fd)) {
+				return false // woken by the relay reading; wait on
+			}
+			unread, err := unreadBytes(int(fd))
+			if err == nil && unread == frameLen {
+				return false // untouched: the next relay will answer it
+			}
+			w.torn.Store(err == nil && unread > 0)
+			w.lost.Store(true)
+			resp.SetReadDeadline(time.Unix(1, 0)) // wakes the reader
+			return true
+		})
+	}()
+	return w
+}
+
+// stop ends the watch and waits for its goroutine.
+func (w *relayWatch) stop() {
+	w.req.SetWriteDeadline(time.Unix(1, 0))
+	<-w.done
+}
+
+// noReader reports whether a pipe's write end fd has no reader left.
+func noReader(fd int) bool {
+	pfd := []unix.PollFd{{Fd: int32(fd)}}
+	n, err := unix.Poll(pfd, 0)
+	return err == nil && n > 0 && pfd[0].Revents&unix.POLLERR != 0
 }
 
 func (c *Client) awaitReply(ctx context.Context, ln *lane, resp *os.File, id string) (*transport.Response, error) {
@@ -95,10 +163,11 @@ func (c *Client) awaitReply(ctx context.Context, ln *lane, resp *os.File, id str
 			if mine {
 				return r, err
 			}
-			// A raw relay_error while we wait for an id reply is the relay
-			// telling whoever waits that it restarted (or that a frame was too
-			// broken to carry an id): our request is gone, so fail it now
-			// rather than waiting out the timeout.
+			// A raw relay_error while we wait for an id reply answers a
+			// frame too broken to carry a readable id, or one cut off by
+			// the relay's shutdown before its id was read: ours, since a
+			// lane has one request at a time. (A relay of an earlier
+			// version also sent one unasked when it restarted.)
 			if f, ok := rawRelayError(p); ok {
 				return nil, &RelayError{Message: f.Message}
 			}

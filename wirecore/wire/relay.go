@@ -1,5 +1,13 @@
 package wire
 
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/tinylib/msgp/msgp"
+)
+
 // Arrays and maps announced longer than this are refused before anything is
 // allocated for them (a count is 4 bytes; its elements would be far more).
 //msgp:limit arrays:65536 maps:65536
@@ -48,4 +56,36 @@ type RelayFailure struct {
 	Status  Int    `msg:"status"`
 	Message string `msg:"message"`
 	Body    []byte `msg:"body,limit=268435456"`
+}
+
+// AppendStreamedHead appends the encoding of m, whose body (its last key,
+// encoded empty) will be n bytes long, up to where those bytes go: the
+// head of a reply whose body a relay streams rather than holds. The head
+// followed by the n body bytes is exactly m's encoding with that body.
+// m must be a *RelayReply without RelayError, or a *RelayErrorReply.
+func AppendStreamedHead(dst []byte, m msgp.Marshaler, n int) ([]byte, error) {
+	switch v := m.(type) {
+	case *RelayReply:
+		if v.RelayError != nil || len(v.Body) != 0 {
+			return dst, errors.New("wire: a streamed RelayReply has no relay_error and an empty body")
+		}
+	case *RelayErrorReply:
+		if len(v.RelayError.Body) != 0 {
+			return dst, errors.New("wire: a streamed RelayErrorReply has an empty body")
+		}
+	default:
+		return dst, fmt.Errorf("wire: %T has no streamed form", m)
+	}
+	if n < 0 || int64(n) > math.MaxUint32 {
+		return dst, fmt.Errorf("wire: streamed body of %d bytes", n)
+	}
+	out, err := m.MarshalMsg(dst)
+	if err != nil {
+		return dst, err
+	}
+	// The empty body is the encoding's last two bytes: bin8 of length 0.
+	if len(out) < len(dst)+2 || out[len(out)-2] != 0xc4 || out[len(out)-1] != 0 {
+		return dst, fmt.Errorf("wire: %T does not end in its body", m)
+	}
+	return msgp.AppendBytesHeader(out[:len(out)-2], uint32(n)), nil
 }
