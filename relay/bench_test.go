@@ -102,6 +102,9 @@ func TestMain(m *testing.M) {
 		serveBenchUpstream(kind)
 		return
 	}
+	if runTestRole() {
+		return
+	}
 	os.Exit(m.Run())
 }
 
