@@ -56,6 +56,8 @@ type discovery struct {
 	// nextRescan is when to scan next for directories that inotify cannot
 	// report (created by another host over NFS).
 	nextRescan time.Time
+	// pending collects the pairs of the first scan (nil after it).
+	pending []pendingPair
 }
 
 func newDiscovery(rl *Relay) (*discovery, error) {
@@ -279,13 +281,42 @@ func (d *discovery) ensurePair(m *machine, lane string) {
 		d.refused(err)
 		return
 	}
-	// Both pipes are opened O_RDWR|O_NONBLOCK, resp first, as spec 000
-	// "Watching" has it: open(2) never waits for the daemon's end, and a
-	// daemon's plain blocking open of either pipe returns at once, in
-	// either order. Nothing is written to resp here: every frame on it is
-	// the answer to a request read from req.
+	if d.pending != nil {
+		d.pending = append(d.pending, pendingPair{m, lane})
+		return
+	}
+	d.startPair(m, lane, 1)
+}
+
+// pendingPair is a pair found by the first scan, started after it.
+type pendingPair struct {
+	m    *machine
+	lane string
+}
+
+// startPending starts the pairs the first scan found. Their request pipes
+// come first in the pipe budget: a reply pipe is held for as many pairs
+// as fit once every request pipe is counted, so a relay started on more
+// pairs than its budget holds still pumps every one of them.
+func (d *discovery) startPending() {
+	pending := d.pending
+	d.pending = nil
+	for i, pp := range pending {
+		d.startPair(pp.m, pp.lane, int64(len(pending)-i))
+	}
+}
+
+// startPair opens lane's pipes and starts its pump. Both pipes are opened
+// O_RDWR|O_NONBLOCK, resp first, as spec 000 "Watching" has it: open(2)
+// never waits for the daemon's end, and a daemon's plain blocking open of
+// either pipe returns at once, in either order. resp is held only while
+// the budget has room for it beside uncounted request pipes (this one and
+// those still to start). Nothing is written to resp here: every frame on
+// it is the answer to a request read from req.
+func (d *discovery) startPair(m *machine, lane string, uncounted int64) {
+	reqRel, respRel := m.rel+"/"+pipeName("req", lane), m.rel+"/"+pipeName("resp", lane)
 	resp := -1
-	if d.rl.reserveReplyFD(1) {
+	if d.rl.reserveReplyFD(uncounted) {
 		rfd, _, err := d.rl.root.openChecked(respRel, unix.O_RDWR|unix.O_NONBLOCK, unix.S_IFIFO, d.rl.cfg.AllowSharedWriters)
 		if err != nil {
 			d.rl.replyFDs.Add(-1)
@@ -404,6 +435,7 @@ func (d *discovery) loop(ctx context.Context) {
 			d.scanAll()
 		case now := <-tick.C:
 			d.rl.spool.poll(d.rl)
+			d.rl.idle.tick(now, d.rl.metrics.frames.Load())
 			if !now.Before(d.nextRescan) {
 				d.rescanSpool()
 				d.nextRescan = time.Now().Add(rescanPeriod(len(d.machines)))

@@ -286,7 +286,13 @@ func (x *exchange) forward(rq *request) (reply, bool) {
 	// One context for the whole trip upstream: the source's await cancels
 	// it on the relay's timeout or when its daemon gives up. A reply
 	// streamed back keeps it until the reply is written (streamed).
-	ctx, cancel := context.WithCancelCause(x.ctx)
+	//
+	// Its parent is the relay's hard-stop context, not the pump's: a child
+	// of the pump's context would leave the pump holding a Done channel and
+	// a map of children from its first frame on (half a kilobyte a pump,
+	// 5 MB at 10,000 pairs). A pump that is removed cancels its call
+	// itself (pump.kill).
+	ctx, cancel := context.WithCancelCause(x.rl.hard)
 	streamed := false
 	defer func() {
 		if !streamed {

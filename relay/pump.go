@@ -153,6 +153,9 @@ func (p *pump) kill() {
 	p.killed = true
 	p.f.SetReadDeadline(time.Unix(1, 0))
 	p.deadline = true
+	if c := p.call; c.cancel != nil && !c.finished {
+		c.cancel(errStopped) // the call in flight is nobody's any more
+	}
 	p.mu.Unlock()
 	p.cancel()
 }
@@ -423,6 +426,9 @@ type callWatch struct {
 func (p *pump) await(call func() result, cancel context.CancelCauseFunc, timeout time.Duration, addressed bool) (result, bool) {
 	p.mu.Lock()
 	p.call = callWatch{timeout: timeout, deadline: time.Now().Add(timeout), cancel: cancel, addressed: addressed}
+	if p.killed {
+		cancel(errStopped) // removed while the frame was read
+	}
 	p.mu.Unlock()
 	after := timeout
 	if addressed {
@@ -436,6 +442,9 @@ func (p *pump) await(call func() result, cancel context.CancelCauseFunc, timeout
 	}
 	res := call()
 	if p.watch.Stop() {
+		p.mu.Lock()
+		p.call.finished = true
+		p.mu.Unlock()
 		return res, false // the watcher never started
 	}
 	p.mu.Lock()

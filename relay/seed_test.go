@@ -2,16 +2,19 @@ package relay
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,7 +29,7 @@ import (
 // a test kills it, in a process of its own too. Both are this test binary,
 // re-run in a role named by an environment variable (see TestMain).
 const (
-	seedDaemonEnv   = "NYMPH_RELAY_TEST_SEED_DAEMON"  // the machine directory
+	seedDaemonEnv   = "NYMPH_RELAY_TEST_SEED_DAEMON"   // the machine directory
 	relayProcessEnv = "NYMPH_RELAY_TEST_RELAY_PROCESS" // prefix|upstream|token file
 )
 
@@ -50,7 +53,8 @@ func relayProcess(spec string) {
 	parts := strings.Split(spec, "|")
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	rl, err := New(Config{Prefix: parts[0], Upstream: parts[1], TokenFile: parts[2]})
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	rl, err := New(Config{Prefix: parts[0], Upstream: parts[1], TokenFile: parts[2], Logger: log})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -235,15 +239,24 @@ type relayProc struct {
 	done chan struct{}
 }
 
-func startRelayProcess(t *testing.T, prefix, upstream string) *relayProc {
+func startRelayProcess(t testing.TB, prefix, upstream string) *relayProc {
+	return startRelayProcessWith(t, prefix, upstream, 0, os.Stderr)
+}
+
+// startRelayProcessWith starts the relay process with its open-file
+// limit set to nofile (0: inherited) and its log going to logTo.
+func startRelayProcessWith(t testing.TB, prefix, upstream string, nofile int, logTo io.Writer) *relayProc {
 	t.Helper()
 	tok := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(tok, []byte("relay-secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	if nofile > 0 {
+		cmd = exec.Command("sh", "-c", fmt.Sprintf(`ulimit -n %d && exec "$0" -test.run='^$'`, nofile), os.Args[0])
+	}
 	cmd.Env = append(os.Environ(), relayProcessEnv+"="+prefix+"|"+upstream+"|"+tok)
-	cmd.Stderr = os.Stderr
+	cmd.Stderr = logTo
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -407,4 +420,86 @@ func TestSeedDaemonDirectoryRenamedInAndRecreated(t *testing.T) {
 	if got := d2.do("send r2 r3"); got != "reply echo:r2 echo:r3" {
 		t.Fatalf("re-created: %q", got)
 	}
+}
+
+// Under a small open-file limit (ulimit -n 400: a budget of 44 pipes) the
+// relay holds the request pipe of all 40 pairs and the reply pipe of as
+// many as fit: a blocking open of resp returns at once on exactly those 4,
+// the relay says once that the budget is spent and how to raise it, and
+// /status-counted pairs without a held reply pipe still carry frames for a
+// daemon that opens resp non-blocking, as ours does.
+func TestFileLimitBudget(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("needs sh to lower the relay's open-file limit:", err)
+	}
+	const pairs, nofile = 40, 400
+	budget := nofile - nofile/4 - reservedFDs // keptPipeBound under that limit
+	fp := newFakePlane(t)
+	prefix := t.TempDir()
+	for i := range pairs {
+		makePair(t, filepath.Join(prefix, fmt.Sprintf("m%02d", i)), "")
+	}
+	var log syncBuffer
+	startRelayProcessWith(t, prefix, fp.URL, nofile, &log)
+
+	held := 0
+	for i := range pairs {
+		dir := filepath.Join(prefix, fmt.Sprintf("m%02d", i))
+		opened := make(chan *os.File, 1)
+		go func() {
+			f, err := os.OpenFile(filepath.Join(dir, "resp.fifo"), os.O_RDONLY, 0) // blocking
+			if err != nil {
+				t.Error(err)
+			}
+			opened <- f
+		}()
+		select {
+		case f := <-opened:
+			held++
+			f.Close()
+		case <-time.After(200 * time.Millisecond):
+			// Not held: release the blocked open with a writer of our own.
+			w, err := os.OpenFile(filepath.Join(dir, "resp.fifo"), os.O_WRONLY|syscall.O_NONBLOCK, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			(<-opened).Close()
+			w.Close()
+		}
+		// Either way the pair carries a frame for a daemon that opens resp
+		// non-blocking.
+		d := daemonSide{dir: dir}
+		id := fmt.Sprintf("f-%d", i)
+		if rep := decodeReply(t, d.roundTrip(t, envelope(t, "/v1/daemon/ack", id, []byte("x")))); rep.ID != id || rep.Status != 200 {
+			t.Fatalf("%s: reply %+v", dir, rep)
+		}
+	}
+	if want := budget - pairs; held != want {
+		t.Fatalf("%d reply pipes held, want %d (budget %d, %d pairs)", held, want, budget, pairs)
+	}
+	if n := strings.Count(log.String(), "open-file budget is spent"); n != 1 {
+		t.Fatalf("the relay said %d times that the budget is spent, want once:\n%s", n, log.String())
+	}
+	if !strings.Contains(log.String(), "LimitNOFILE") {
+		t.Fatalf("the warning does not say how to raise the limit:\n%s", log.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a process's stderr copier and the
+// test reading it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
