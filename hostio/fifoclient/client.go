@@ -12,11 +12,16 @@
 // It does not decide retries or backoff (the daemon core does), nor create
 // the pipes (whoever provisions the daemon runs mkfifo).
 //
-// Per request it opens the response pipe non-blocking before writing, so
-// the relay can always deliver; opens the request pipe O_WRONLY|O_NONBLOCK,
-// where ENXIO means no relay holds it open (ErrNoRelay); writes the frame in
-// one write; reads frames until its own arrives; closes both. Both files are
-// on Go's poller, so a wait parks a goroutine, never an OS thread, and
+// A lane opens the response pipe non-blocking (O_RDWR) and then the
+// request pipe O_WRONLY|O_NONBLOCK, where ENXIO means no relay holds it
+// open (ErrNoRelay), and keeps both open from one request to the next:
+// per request it looks both paths up (a pair replaced under its names is
+// opened afresh), drops stale bytes from the response pipe, writes the
+// frame in one write and reads frames until its own arrives. After a
+// failure it closes both, and the next request opens them again. A relay
+// that exits with a request in flight is noticed on the request pipe, as
+// POLLERR, at that moment (the relay sends nothing to say so). Both files
+// are on Go's poller, so a wait parks a goroutine, never an OS thread, and
 // context cancellation and the request timeout interrupt it.
 package fifoclient
 
@@ -94,6 +99,7 @@ type lane struct {
 	rbuf         []byte // reused read buffer
 	dec          frame.Decoder
 	stalledUntil time.Time
+	open         *openPair // the pipes, while open (see exchange)
 }
 
 var laneName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -170,7 +171,7 @@ func TestStaleBytesInPipeAreDrained(t *testing.T) {
 			dir := pipeDir(t)
 			mkpair(t, dir, transport.LanePoll)
 			_, respPath := Paths(dir, transport.LanePoll)
-			holder, err := openFIFO(respPath, unix.O_RDWR) // keeps the stale bytes alive
+			holder, _, err := openFIFO(respPath, unix.O_RDWR) // keeps the stale bytes alive
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -381,7 +382,7 @@ func TestCutOffFrameClosesTheLane(t *testing.T) {
 	dir := pipeDir(t)
 	mkpair(t, dir, transport.LanePoll)
 	reqPath, _ := Paths(dir, transport.LanePoll)
-	stuck, err := openFIFO(reqPath, unix.O_RDWR) // a relay that never reads
+	stuck, _, err := openFIFO(reqPath, unix.O_RDWR) // a relay that never reads
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -461,7 +462,7 @@ func TestRelayExitFailsTheWaitingRequest(t *testing.T) {
 			dir := pipeDir(t)
 			mkpair(t, dir, transport.LanePoll)
 			reqPath, respPath := Paths(dir, transport.LanePoll)
-			dead, err := openFIFO(reqPath, unix.O_RDWR)
+			dead, _, err := openFIFO(reqPath, unix.O_RDWR)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -482,7 +483,7 @@ func TestRelayExitFailsTheWaitingRequest(t *testing.T) {
 				// answers what it reads.
 				dead.Close()
 				time.Sleep(20 * time.Millisecond)
-				f, err := openFIFO(reqPath, unix.O_RDWR)
+				f, _, err := openFIFO(reqPath, unix.O_RDWR)
 				if err != nil {
 					t.Error(err)
 					return
@@ -504,5 +505,43 @@ func TestRelayExitFailsTheWaitingRequest(t *testing.T) {
 				t.Fatalf("answered after %v, want at once", el)
 			}
 		})
+	}
+}
+
+// A lane keeps its pipes open from one request to the next, and opens
+// them again when a pipe was replaced under its name: a reply written to
+// the new resp pipe is read, not waited for on the old one.
+func TestPipesKeptAndAReplacedPairReopened(t *testing.T) {
+	dir := pipeDir(t)
+	mkpair(t, dir, transport.LanePoll)
+	startRelay(t, dir, transport.LanePoll, echo)
+	c := newClient(t, Config{Dir: dir, Timeout: 10 * time.Second})
+	get := func() {
+		t.Helper()
+		resp, err := c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/v1/daemon/poll", Body: []byte("b")})
+		if err != nil || string(resp.Body) != "/v1/daemon/poll|b" {
+			t.Fatalf("RoundTrip = %+v, %v", resp, err)
+		}
+	}
+	get()
+	ln, _ := c.lane(transport.LanePoll)
+	first := ln.open
+	for range 5 {
+		get()
+	}
+	if ln.open != first || first == nil {
+		t.Fatalf("the lane's pipes were opened again between requests")
+	}
+	_, respPath := Paths(dir, transport.LanePoll)
+	fresh := filepath.Join(dir, "fresh")
+	if err := unix.Mkfifo(fresh, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(fresh, respPath); err != nil {
+		t.Fatal(err)
+	}
+	get()
+	if ln.open == first {
+		t.Fatalf("a replaced resp pipe was not opened afresh")
 	}
 }

@@ -45,7 +45,7 @@ type fakeRelay struct {
 func startRelay(t testing.TB, dir string, l transport.Lane, h handler) *fakeRelay {
 	t.Helper()
 	req, resp := Paths(dir, l)
-	f, err := openFIFO(req, unix.O_RDWR)
+	f, _, err := openFIFO(req, unix.O_RDWR)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -24,108 +24,207 @@ const keepDecoder = 1 << 20
 
 // exchange writes the lane's encoded frame and waits for the reply to id
 // (any reply when id is empty, in raw mode).
+//
+// The lane's pipes stay open from one request to the next (opening,
+// checking and closing both per request was about a third of a small
+// request's time through a relay); before each request their paths are
+// looked up again, so a pair replaced under its names is opened afresh.
+// After any failure they are closed, and the next request starts from a
+// clean open.
 func (c *Client) exchange(ctx context.Context, ln *lane, id string) (*transport.Response, error) {
-	// The response pipe is opened O_RDWR rather than O_RDONLY: holding a
-	// write end ourselves means a read finds EAGAIN, not end-of-file, while
-	// the relay has not opened its end yet, so the poller can park us.
-	resp, err := openFIFO(ln.resp, unix.O_RDWR)
+	op, err := ln.pair()
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Close()
 	// Whatever already sits in the pipe predates our request: drop it so a
 	// stale reply (or a stale fragment of one) cannot even be parsed.
-	if n, err := drainNow(resp); err != nil {
+	if n, err := drainNow(op.resp); err != nil {
+		ln.closePair()
 		return nil, fmt.Errorf("drain %s: %w", ln.resp, err)
 	} else if n > 0 {
 		c.log.Info("fifoclient: dropped stale reply bytes", "pipe", ln.resp, "bytes", n)
 	}
-	req, err := openFIFO(ln.req, unix.O_WRONLY)
-	if errors.Is(err, unix.ENXIO) {
-		return nil, fmt.Errorf("%w: %w", ErrNoRelay, err)
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer req.Close()
-	stop := context.AfterFunc(ctx, func() {
-		past := time.Unix(1, 0) // wakes the poller at once
-		resp.SetDeadline(past)
-		req.SetDeadline(past)
-	})
+	stop := context.AfterFunc(ctx, op.interrupt)
 	defer stop()
 
-	if n, err := req.Write(ln.buf); err != nil {
+	seq := op.begin(len(ln.buf))
+	if n, err := op.req.Write(ln.buf); err != nil {
+		op.end()
+		ln.closePair()
 		if n > 0 {
 			// The relay holds a partial frame; our next bytes would be read
 			// as its rest until its stall timer discards it.
 			ln.stalledUntil = time.Now().Add(StallTimeout)
 			c.log.Warn("fifoclient: frame cut off mid-write", "pipe", ln.req, "written", n, "of", len(ln.buf))
 		}
+		if errors.Is(err, unix.EPIPE) {
+			return nil, fmt.Errorf("%w: nobody reads %s", ErrNoRelay, ln.req)
+		}
 		return nil, cause(ctx, fmt.Errorf("write: %w", err))
 	}
-	// req stays open while we wait, for the relay watch.
-	w := watchRelay(req, resp, len(ln.buf))
-	r, err := c.awaitReply(ctx, ln, resp, id)
-	w.stop()
-	if w.lost.Load() {
-		if w.torn.Load() {
+	r, err := c.awaitReply(ctx, ln, op.resp, id)
+	op.end()
+	if lost, torn := op.lostIn(seq); lost {
+		ln.closePair()
+		if torn {
 			ln.stalledUntil = time.Now().Add(StallTimeout)
 		}
 		return nil, fmt.Errorf("%w: the relay exited with the request in flight (nobody reads %s)", ErrNoRelay, ln.req)
 	}
+	if err != nil || ctx.Err() != nil {
+		ln.closePair() // also clears a deadline the context's end may have set
+	}
 	return r, err
 }
 
-// relayWatch notices the relay exiting while a request waits for its
-// reply. The relay holds the only read end of req, so its exit (kill -9, a
-// crash) makes the pipe report POLLERR to our write end, and the poller
-// wakes us at that moment, microseconds later: a new relay process, which
-// takes milliseconds to start, opens the pipe only after we looked. (A
-// reader that comes back within those microseconds hides the exit, and
-// the request then waits out its timeout.) If our frame still sits unread in the pipe, the next
-// relay will read and answer it, so the request goes on waiting; if the
-// dead relay had taken it, the request is lost and fails at once (the
-// relay sends nothing to say so: every frame on resp answers a request).
-type relayWatch struct {
-	req  *os.File
-	lost atomic.Bool
-	// torn: the dead relay took part of our frame; the rest, still in the
-	// pipe, would be read by the next relay as the start of a frame.
-	torn atomic.Bool
-	done chan struct{}
+// openPair is a lane's pipes while they are open: resp O_RDWR (holding a
+// write end ourselves, a read finds EAGAIN rather than end of file while
+// no relay holds the pipe, so the poller can park us) and req O_WRONLY.
+type openPair struct {
+	req, resp       *os.File
+	reqKey, respKey fileKey
+	watcher         *os.File      // a duplicate of req, for the watcher's wait
+	done            chan struct{} // closed when the watcher ends
+
+	// inflight is the length of the frame waiting for its reply (0: none)
+	// and seq its request's number; lost is the number of the request the
+	// watcher found lost, torn set when the dead relay took part of it.
+	mu       sync.Mutex
+	inflight int
+	seq      uint64
+	lost     uint64
+	torn     bool
 }
 
-func watchRelay(req, resp *os.File, frameLen int) *relayWatch {
-	w := &relayWatch{req: req, done: make(chan struct{})}
-	rc, err := req.SyscallConn()
+// fileKey identifies an inode, to notice a pipe replaced under its name.
+type fileKey struct{ dev, ino uint64 }
+
+func keyOf(st *unix.Stat_t) fileKey { return fileKey{uint64(st.Dev), st.Ino} }
+
+// pair returns the lane's open pipes, opening them (again) when they are
+// not open or were replaced under their names. ENXIO from req means no
+// relay holds it: ErrNoRelay.
+func (ln *lane) pair() (*openPair, error) {
+	if op := ln.open; op != nil {
+		var st unix.Stat_t
+		if unix.Stat(ln.req, &st) == nil && keyOf(&st) == op.reqKey &&
+			unix.Stat(ln.resp, &st) == nil && keyOf(&st) == op.respKey {
+			return op, nil
+		}
+		ln.closePair()
+	}
+	resp, respKey, err := openFIFO(ln.resp, unix.O_RDWR)
 	if err != nil {
-		close(w.done)
-		return w
+		return nil, err
+	}
+	req, reqKey, err := openFIFO(ln.req, unix.O_WRONLY)
+	if err != nil {
+		resp.Close()
+		if errors.Is(err, unix.ENXIO) {
+			return nil, fmt.Errorf("%w: %w", ErrNoRelay, err)
+		}
+		return nil, err
+	}
+	op := &openPair{req: req, resp: resp, reqKey: reqKey, respKey: respKey, done: make(chan struct{})}
+	op.watch()
+	ln.open = op
+	return op, nil
+}
+
+// closePair closes the lane's pipes and ends their watcher.
+func (ln *lane) closePair() {
+	op := ln.open
+	if op == nil {
+		return
+	}
+	ln.open = nil
+	if op.watcher != nil {
+		op.watcher.SetWriteDeadline(time.Unix(1, 0)) // ends the watcher's wait
+		<-op.done
+		op.watcher.Close()
+	}
+	op.req.Close()
+	op.resp.Close()
+}
+
+// interrupt wakes a request's write and read at once (its context ended).
+func (op *openPair) interrupt() {
+	past := time.Unix(1, 0)
+	op.resp.SetReadDeadline(past)
+	op.req.SetWriteDeadline(past)
+}
+
+func (op *openPair) begin(frameLen int) uint64 {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	op.seq++
+	op.inflight = frameLen
+	return op.seq
+}
+
+func (op *openPair) end() {
+	op.mu.Lock()
+	op.inflight = 0
+	op.mu.Unlock()
+}
+
+func (op *openPair) lostIn(seq uint64) (lost, torn bool) {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	return op.lost == seq, op.torn
+}
+
+// watch notices the relay exiting while a request waits for its reply.
+// The relay holds the only read end of req, so its exit (kill -9, a
+// crash) makes the pipe report POLLERR to our write end, and the poller
+// wakes the watcher at that moment, microseconds later: a new relay
+// process, which takes milliseconds to start, opens the pipe only after it
+// looked. (A reader that comes back within those microseconds hides the
+// exit, and the request then waits out its timeout.) If our frame still
+// sits unread in the pipe, the next relay will read and answer it, so the
+// request goes on waiting; if the dead relay had taken it, the request is
+// lost and fails at once (the relay sends nothing to say so: every frame
+// on resp answers a request). Nothing else wakes the watcher but a relay
+// reading from a full pipe, so it costs nothing per request.
+func (op *openPair) watch() {
+	// The watcher waits on a descriptor of its own: a goroutine parked in
+	// a write-readiness wait holds its file's write lock, which a request
+	// writing a frame larger than the pipe needs.
+	// (Control, not Fd: Fd would make the descriptor blocking.)
+	fd := -1
+	if rc, err := op.req.SyscallConn(); err == nil {
+		rc.Control(func(orig uintptr) { fd, _ = unix.FcntlInt(orig, unix.F_DUPFD_CLOEXEC, 0) })
+	}
+	if fd < 0 {
+		close(op.done)
+		return
+	}
+	op.watcher = os.NewFile(uintptr(fd), op.req.Name())
+	rc, err := op.watcher.SyscallConn()
+	if err != nil {
+		close(op.done)
+		return
 	}
 	go func() {
-		defer close(w.done)
+		defer close(op.done)
 		rc.Write(func(fd uintptr) bool {
 			if !noReader(int(fd)) {
 				return false // woken by the relay reading; wait on
 			}
+			op.mu.Lock()
+			defer op.mu.Unlock()
+			if op.inflight == 0 || op.lost == op.seq {
+				return false // nothing waiting: a write will say EPIPE
+			}
 			unread, err := unreadBytes(int(fd))
-			if err == nil && unread == frameLen {
+			if err == nil && unread == op.inflight {
 				return false // untouched: the next relay will answer it
 			}
-			w.torn.Store(err == nil && unread > 0)
-			w.lost.Store(true)
-			resp.SetReadDeadline(time.Unix(1, 0)) // wakes the reader
-			return true
+			op.lost, op.torn = op.seq, err == nil && unread > 0
+			op.resp.SetReadDeadline(time.Unix(1, 0)) // wakes the reader
+			return false
 		})
 	}()
-	return w
-}
-
-// stop ends the watch and waits for its goroutine.
-func (w *relayWatch) stop() {
-	w.req.SetWriteDeadline(time.Unix(1, 0))
-	<-w.done
 }
 
 // noReader reports whether a pipe's write end fd has no reader left.
@@ -183,23 +282,23 @@ func (c *Client) awaitReply(ctx context.Context, ln *lane, resp *os.File, id str
 
 // openFIFO opens path non-blocking and hands it to Go's poller; anything
 // but a FIFO is refused, so a stray regular file never receives frames.
-func openFIFO(path string, mode int) (*os.File, error) {
+func openFIFO(path string, mode int) (*os.File, fileKey, error) {
 	fd, err := unix.Open(path, mode|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		return nil, fileKey{}, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
-		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
+		return nil, fileKey{}, &os.PathError{Op: "stat", Path: path, Err: err}
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFIFO {
 		unix.Close(fd)
-		return nil, &os.PathError{Op: "open", Path: path, Err: errors.New("not a FIFO")}
+		return nil, fileKey{}, &os.PathError{Op: "open", Path: path, Err: errors.New("not a FIFO")}
 	}
 	// A non-blocking descriptor makes os.NewFile register it with the
 	// poller: reads and writes park a goroutine and honour deadlines.
-	return os.NewFile(uintptr(fd), path), nil
+	return os.NewFile(uintptr(fd), path), keyOf(&st), nil
 }
 
 // drainNow reads and discards whatever the pipe holds right now, without
