@@ -3,6 +3,7 @@ package relay
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
@@ -526,4 +527,48 @@ func BenchmarkRelayOwnCost(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(time.Since(start).Nanoseconds())/1e3/float64(b.N), "µs/frame")
+}
+
+// BenchmarkReply256MiB has the upstream answer one request with a body
+// that fills a frame (256 MiB, raw, with a Content-Length and chunked) and
+// reports how much the process's peak RSS grew while the relay streamed it
+// into the reply pipe, which the daemon side reads and drops.
+//
+//	go test -run '^$' -bench Reply256MiB -benchtime 1x ./relay/
+func BenchmarkReply256MiB(b *testing.B) {
+	for _, chunked := range []bool{false, true} {
+		b.Run(fmt.Sprintf("chunked=%v", chunked), func(b *testing.B) {
+			url := bigReplyPlane(b, frame.MaxPayload, chunked, 200)
+			prefix := b.TempDir()
+			makePair(b, filepath.Join(prefix, "m"), "")
+			startRelay(b, prefix, url, nil)
+			buf := make([]byte, 1<<20)
+			for range b.N {
+				resp, req := daemonSide{dir: filepath.Join(prefix, "m")}.open(b)
+				runtime.GC()
+				if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+					b.Skip("cannot reset the peak RSS:", err)
+				}
+				before := procStatus(b, "VmHWM")
+				start := time.Now()
+				writeAll(b, req, frame.Append(nil, envelope(b, "/v1/daemon/poll", "", nil)))
+				resp.SetReadDeadline(time.Now().Add(time.Minute))
+				var hdr [4]byte
+				if _, err := io.ReadFull(resp, hdr[:]); err != nil {
+					b.Fatal(err)
+				}
+				n := int64(binary.BigEndian.Uint32(hdr[:]))
+				if n != frame.MaxPayload {
+					b.Fatalf("reply of %d bytes, want %d", n, frame.MaxPayload)
+				}
+				if _, err := io.CopyBuffer(io.Discard, io.LimitReader(resp, n), buf); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(n)/(1<<20)/time.Since(start).Seconds(), "MiB/s")
+				b.ReportMetric((procStatus(b, "VmHWM")-before)/(1<<20), "peak-rss-growth-MiB")
+				resp.Close()
+				req.Close()
+			}
+		})
+	}
 }
