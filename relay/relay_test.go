@@ -1004,3 +1004,45 @@ func TestShutdownCutsOffAHalfWrittenFrame(t *testing.T) {
 		})
 	}
 }
+
+// A pipe that is a relative symlink staying inside the prefix is refused
+// as well: beneath-the-prefix resolution allows it, so only the refusal
+// to follow a final symlink stops it, with openat2 and without.
+func TestRelativeSymlinkPipeRefused(t *testing.T) {
+	prefix := t.TempDir()
+	makePair(t, filepath.Join(prefix, "real"), "")
+	linked := filepath.Join(prefix, "linked")
+	if err := os.Mkdir(linked, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"req", "resp"} {
+		if err := os.Symlink(filepath.Join("..", "real", kind+".fifo"), filepath.Join(linked, kind+".fifo")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, noOpenat2 := range []bool{false, true} {
+		rt, err := openRoot(prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rt.noOpenat2.Store(noOpenat2)
+		for _, kind := range []string{"req", "resp"} {
+			fd, _, err := rt.openChecked("linked/"+kind+".fifo", unix.O_RDWR|unix.O_NONBLOCK, unix.S_IFIFO, false)
+			if err == nil {
+				unix.Close(fd)
+				t.Errorf("openat2 off=%v: %s.fifo, a relative symlink inside the prefix, was opened", noOpenat2, kind)
+			} else if !strings.Contains(err.Error(), "symlink") {
+				t.Errorf("openat2 off=%v: %s.fifo: %v, want it refused as a symlink", noOpenat2, kind, err)
+			}
+		}
+		rt.close()
+	}
+	fp := newFakePlane(t)
+	rl, _, _ := startRelay(t, prefix, fp.URL, nil)
+	if got := rl.metrics.pumps.Load(); got != 1 {
+		t.Fatalf("pumps = %d, want only the real pair", got)
+	}
+	if got := rl.metrics.errs[errPipeRefused].Load(); got != 1 {
+		t.Fatalf("refused = %d, want the linked pair", got)
+	}
+}
