@@ -13,6 +13,9 @@ import "time"
 // alphabet is Crockford's base32: no I, L, O or U.
 const alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
+// Len is the length of every ULID String returns.
+const Len = 26
+
 // String encodes t (milliseconds, clamped to 0..2^48-1) and entropy.
 func String(t time.Time, entropy [10]byte) string {
 	ms := uint64(max(t.UnixMilli(), 0)) & (1<<48 - 1)
@@ -21,7 +24,7 @@ func String(t time.Time, entropy [10]byte) string {
 	for _, c := range entropy[2:] {
 		lo = lo<<8 | uint64(c)
 	}
-	var out [26]byte
+	var out [Len]byte
 	// 128 bits in 26 groups of 5 bits, the first group holding 3 bits.
 	for i := len(out) - 1; i >= 0; i-- {
 		out[i] = alphabet[lo&31]

@@ -117,4 +117,8 @@ type Reject struct {
 type ValidationError struct {
 	Error string `msg:"error" json:"error"`
 	Field string `msg:"field" json:"field"`
+	// Message says in words what is wrong and what the limit is; nymph
+	// adds it to the protocol's {error, field}, and reads a 422 without
+	// it.
+	Message string `msg:"message,omitempty" json:"message,omitempty"`
 }

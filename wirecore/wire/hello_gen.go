@@ -1927,6 +1927,12 @@ func (z *ValidationError) DecodeMsg(dc *msgp.Reader) (err error) {
 				err = msgp.WrapError(err, "Field")
 				return
 			}
+		case "message":
+			z.Message, err = dc.ReadString()
+			if err != nil {
+				err = msgp.WrapError(err, "Message")
+				return
+			}
 		default:
 			err = dc.Skip()
 			if err != nil {
@@ -1940,26 +1946,54 @@ func (z *ValidationError) DecodeMsg(dc *msgp.Reader) (err error) {
 
 // EncodeMsg implements msgp.Encodable
 func (z ValidationError) EncodeMsg(en *msgp.Writer) (err error) {
-	// map header, size 2
-	// write "error"
-	err = en.Append(0x82, 0xa5, 0x65, 0x72, 0x72, 0x6f, 0x72)
+	// check for omitted fields
+	zb0001Len := uint32(3)
+	var zb0001Mask uint8 /* 3 bits */
+	_ = zb0001Mask
+	if z.Message == "" {
+		zb0001Len--
+		zb0001Mask |= 0x4
+	}
+	// variable map header, size zb0001Len
+	err = en.Append(0x80 | uint8(zb0001Len))
 	if err != nil {
 		return
 	}
-	err = en.WriteString(z.Error)
-	if err != nil {
-		err = msgp.WrapError(err, "Error")
-		return
-	}
-	// write "field"
-	err = en.Append(0xa5, 0x66, 0x69, 0x65, 0x6c, 0x64)
-	if err != nil {
-		return
-	}
-	err = en.WriteString(z.Field)
-	if err != nil {
-		err = msgp.WrapError(err, "Field")
-		return
+
+	// skip if no fields are to be emitted
+	if zb0001Len != 0 {
+		// write "error"
+		err = en.Append(0xa5, 0x65, 0x72, 0x72, 0x6f, 0x72)
+		if err != nil {
+			return
+		}
+		err = en.WriteString(z.Error)
+		if err != nil {
+			err = msgp.WrapError(err, "Error")
+			return
+		}
+		// write "field"
+		err = en.Append(0xa5, 0x66, 0x69, 0x65, 0x6c, 0x64)
+		if err != nil {
+			return
+		}
+		err = en.WriteString(z.Field)
+		if err != nil {
+			err = msgp.WrapError(err, "Field")
+			return
+		}
+		if (zb0001Mask & 0x4) == 0 { // if not omitted
+			// write "message"
+			err = en.Append(0xa7, 0x6d, 0x65, 0x73, 0x73, 0x61, 0x67, 0x65)
+			if err != nil {
+				return
+			}
+			err = en.WriteString(z.Message)
+			if err != nil {
+				err = msgp.WrapError(err, "Message")
+				return
+			}
+		}
 	}
 	return
 }
@@ -1967,13 +2001,31 @@ func (z ValidationError) EncodeMsg(en *msgp.Writer) (err error) {
 // MarshalMsg implements msgp.Marshaler
 func (z ValidationError) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 2
-	// string "error"
-	o = append(o, 0x82, 0xa5, 0x65, 0x72, 0x72, 0x6f, 0x72)
-	o = msgp.AppendString(o, z.Error)
-	// string "field"
-	o = append(o, 0xa5, 0x66, 0x69, 0x65, 0x6c, 0x64)
-	o = msgp.AppendString(o, z.Field)
+	// check for omitted fields
+	zb0001Len := uint32(3)
+	var zb0001Mask uint8 /* 3 bits */
+	_ = zb0001Mask
+	if z.Message == "" {
+		zb0001Len--
+		zb0001Mask |= 0x4
+	}
+	// variable map header, size zb0001Len
+	o = append(o, 0x80|uint8(zb0001Len))
+
+	// skip if no fields are to be emitted
+	if zb0001Len != 0 {
+		// string "error"
+		o = append(o, 0xa5, 0x65, 0x72, 0x72, 0x6f, 0x72)
+		o = msgp.AppendString(o, z.Error)
+		// string "field"
+		o = append(o, 0xa5, 0x66, 0x69, 0x65, 0x6c, 0x64)
+		o = msgp.AppendString(o, z.Field)
+		if (zb0001Mask & 0x4) == 0 { // if not omitted
+			// string "message"
+			o = append(o, 0xa7, 0x6d, 0x65, 0x73, 0x73, 0x61, 0x67, 0x65)
+			o = msgp.AppendString(o, z.Message)
+		}
+	}
 	return
 }
 
@@ -2011,6 +2063,12 @@ func (z *ValidationError) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Field")
 				return
 			}
+		case "message":
+			z.Message, bts, err = reuseString(bts, z.Message)
+			if err != nil {
+				err = msgp.WrapError(err, "Message")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -2025,7 +2083,7 @@ func (z *ValidationError) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z ValidationError) Msgsize() (s int) {
-	s = 1 + 6 + msgp.StringPrefixSize + len(z.Error) + 6 + msgp.StringPrefixSize + len(z.Field)
+	s = 1 + 6 + msgp.StringPrefixSize + len(z.Error) + 6 + msgp.StringPrefixSize + len(z.Field) + 8 + msgp.StringPrefixSize + len(z.Message)
 	return
 }
 
