@@ -29,6 +29,9 @@ type Reply struct {
 	Req    RequestID
 	Status int
 	Body   any
+	// RetryAfterS, when positive, is the Retry-After the host sends with
+	// a refusal that a later attempt may get past (a full fleet).
+	RetryAfterS int
 }
 
 // Park tells the host request Req stays open until the plane replies to it
@@ -43,10 +46,12 @@ func (Persist) effect() {}
 func (Reply) effect()   {}
 func (Park) effect()    {}
 
-// ErrorBody is the {error} body of a 4xx answer: msgpack on daemon routes
-// ({error: "unknown_worker"}), operator.Error's shape on operator routes.
+// ErrorBody is the {error} body of a 4xx or 5xx answer: msgpack on daemon
+// routes ({error: "unknown_worker"}), operator.Error's shape on operator
+// routes. Message, when set, says in words what the code means here.
 type ErrorBody struct {
-	Error string `msg:"error" json:"error"`
+	Error   string `msg:"error" json:"error"`
+	Message string `msg:"message,omitempty" json:"message,omitempty"`
 }
 
 // OK is an empty success body ({} on the wire).
@@ -67,6 +72,9 @@ const (
 	ErrUnknownWorker     = "unknown_worker"
 	ErrUnknownExec       = "unknown_exec"
 	ErrUnknownInvocation = "unknown_invocation"
+	// ErrWorkerLimit refuses the hello of a new machine when the plane
+	// already holds Config.MaxWorkers workers.
+	ErrWorkerLimit = "worker_limit"
 )
 
 // HTTP statuses the plane answers with. The plane does not import net/http;
@@ -77,4 +85,5 @@ const (
 	StatusNotFound            = 404
 	StatusConflict            = 409
 	StatusUnprocessableEntity = 422
+	StatusServiceUnavailable  = 503
 )

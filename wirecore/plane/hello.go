@@ -80,10 +80,15 @@ func mapKeys(b []byte) (map[string][]byte, error) {
 
 func (p *Plane) onHello(e Hello) {
 	if e.Missing != "" {
-		p.reply(e.Req, StatusUnprocessableEntity, wire.ValidationError{Error: "missing_field", Field: e.Missing})
+		p.reply(e.Req, StatusUnprocessableEntity, wire.ValidationError{Error: wire.InvalidMissingField, Field: e.Missing,
+			Message: e.Missing + ": required"})
 		return
 	}
 	h := &e.Body
+	if v := h.Validate(); v != nil {
+		p.reply(e.Req, StatusUnprocessableEntity, *v)
+		return
+	}
 	if h.Versions.Protocol == nil || *h.Versions.Protocol != wire.ProtocolVersion {
 		got := "null"
 		if h.Versions.Protocol != nil {
@@ -95,6 +100,13 @@ func (p *Plane) onHello(e Hello) {
 			Message: fmt.Sprintf("protocol %s is not supported; this control plane speaks %q", got, wire.ProtocolVersion),
 		}
 		p.reply(e.Req, StatusOK, resp)
+		return
+	}
+	if _, known := p.byMachine[h.MachineID]; !known && len(p.workers) >= p.cfg.MaxWorkers {
+		p.replies = append(p.replies, Reply{Req: e.Req, Status: StatusServiceUnavailable, RetryAfterS: WorkerLimitRetryAfterS,
+			Body: ErrorBody{Error: ErrWorkerLimit, Message: fmt.Sprintf(
+				"this control plane admits at most %d workers and has %d; machine %q is not one of them (raise nymph serve --max-workers)",
+				p.cfg.MaxWorkers, len(p.workers), h.MachineID)}})
 		return
 	}
 	w := p.admit(e)

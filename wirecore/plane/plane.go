@@ -34,7 +34,20 @@ type Config struct {
 	// invocations are kept after they finished; Tick forgets older ones,
 	// in memory and in the store. Zero keeps them forever.
 	Retain time.Duration
+	// MaxWorkers bounds the workers the plane registers (lost ones
+	// included): the hello of a new machine past it is refused 503 with
+	// ErrWorkerLimit; a known machine's hello is always admitted.
+	// Default DefaultMaxWorkers.
+	MaxWorkers int
 }
+
+// DefaultMaxWorkers is Config.MaxWorkers when it is not positive.
+const DefaultMaxWorkers = 10000
+
+// WorkerLimitRetryAfterS is the Retry-After, in seconds, of a hello refused
+// for ErrWorkerLimit: room appears only when an operator makes it, so a
+// daemon need not knock often.
+const WorkerLimitRetryAfterS = 60
 
 // SessionTTLS is the session_ttl_s of every hello response, in whole
 // seconds (sent as an integer).
@@ -139,6 +152,9 @@ func Restore(cfg Config, snap Snapshot, now time.Time) (*Plane, error) {
 	}
 	if cfg.LostAfter <= 0 {
 		cfg.LostAfter = 3 * cfg.PollCap
+	}
+	if cfg.MaxWorkers <= 0 {
+		cfg.MaxWorkers = DefaultMaxWorkers
 	}
 	p := &Plane{
 		cfg:         cfg,

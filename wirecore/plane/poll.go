@@ -1,6 +1,7 @@
 package plane
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -13,6 +14,10 @@ import (
 const DefaultQueue = "default"
 
 func (p *Plane) onPoll(e Poll) {
+	if v := e.Body.Validate(); v != nil {
+		p.reply(e.Req, StatusUnprocessableEntity, *v)
+		return
+	}
 	w := p.workers[e.Body.WorkerID]
 	if w == nil {
 		p.reply(e.Req, StatusNotFound, ErrorBody{Error: ErrUnknownWorker})
@@ -35,7 +40,7 @@ func (p *Plane) onPoll(e Poll) {
 		queue = DefaultQueue
 	}
 	cmds := p.takeCommands(w, queue, e.Now)
-	wait := min(time.Duration(float64(e.Body.TimeoutS)*float64(time.Second)), p.cfg.PollCap)
+	wait := p.pollWait(float64(e.Body.TimeoutS))
 	if len(cmds) > 0 || wait <= 0 {
 		p.replyPoll(e.Req, w, cmds)
 		return
@@ -48,6 +53,19 @@ func (p *Plane) onPoll(e Poll) {
 		p.compactPollOrder()
 	}
 	p.park(e.Req, until)
+}
+
+// pollWait is how long a poll asking for secs may park: at most PollCap,
+// which NaN and +Inf get too (converting them to a Duration is left to
+// the platform), nothing for zero or less.
+func (p *Plane) pollWait(secs float64) time.Duration {
+	switch {
+	case math.IsNaN(secs) || secs >= p.cfg.PollCap.Seconds():
+		return p.cfg.PollCap
+	case secs <= 0:
+		return 0
+	}
+	return time.Duration(secs * float64(time.Second))
 }
 
 // ID is the worker's id.

@@ -14,10 +14,15 @@ const SetupAckPrefix = "setup-"
 
 func (p *Plane) onAck(e Ack) {
 	a := &e.Body
+	if v := a.Validate(); v != nil {
+		p.reply(e.Req, StatusUnprocessableEntity, *v)
+		return
+	}
 	switch a.State {
 	case wire.StateSucceeded, wire.StateFailed, wire.StateKilled:
 	default:
-		p.reply(e.Req, StatusUnprocessableEntity, wire.ValidationError{Error: "invalid_state", Field: "state"})
+		p.reply(e.Req, StatusUnprocessableEntity, wire.ValidationError{Error: "invalid_state", Field: "state",
+			Message: "state: want " + wire.StateSucceeded + ", " + wire.StateFailed + " or " + wire.StateKilled})
 		return
 	}
 	if cmdID, ok := strings.CutPrefix(a.InvocationID, SetupAckPrefix); ok {
@@ -102,6 +107,10 @@ func cloneErrorInfo(e *wire.ErrorInfo) *wire.ErrorInfo {
 }
 
 func (p *Plane) onExecResult(e ExecResult) {
+	if v := wire.CheckID("exec_id", e.ExecID, wire.MaxIDBytes); v != nil {
+		p.reply(e.Req, StatusUnprocessableEntity, *v)
+		return
+	}
 	ex := p.execs[e.ExecID]
 	if ex == nil {
 		p.reply(e.Req, StatusNotFound, ErrorBody{Error: ErrUnknownExec})
@@ -135,6 +144,10 @@ func (p *Plane) finishExec(ex *ExecRecord, res *wire.ExecResult, now time.Time) 
 }
 
 func (p *Plane) onChunk(e Chunk) {
+	if v := wire.CheckID("exec_id", e.ExecID, wire.MaxIDBytes); v != nil {
+		p.reply(e.Req, StatusUnprocessableEntity, *v)
+		return
+	}
 	ex := p.execs[e.ExecID]
 	if ex == nil {
 		p.reply(e.Req, StatusNotFound, ErrorBody{Error: ErrUnknownExec})
