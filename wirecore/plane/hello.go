@@ -20,31 +20,36 @@ var helloRequired = [...]string{
 // present. Absent means the key is not in the map: a decoded struct cannot
 // tell an absent key from an empty value, so this reads the raw map. When
 // a parent object is itself absent, its own name is reported
-// ("capabilities"). A body that is not a map is an error.
+// ("capabilities"). A body that is not a map is an error. Nothing is
+// allocated for the keys the body holds: only the required ones are
+// looked for.
 func MissingHelloField(raw []byte) (string, error) {
-	top, err := mapKeys(raw)
-	if err != nil {
+	var top [len(helloParents)][]byte
+	if err := lookupKeys(raw, helloParents[:], top[:]); err != nil {
 		return "", fmt.Errorf("plane: hello body: %w", err)
 	}
 	for _, path := range helloRequired {
 		parent, child, nested := cutDot(path)
-		v, ok := top[parent]
-		if !ok {
+		v := top[slices.Index(helloParents[:], parent)]
+		if v == nil {
 			return parent, nil
 		}
 		if !nested {
 			continue
 		}
-		inner, err := mapKeys(v)
-		if err != nil {
+		var inner [1][]byte
+		if err := lookupKeys(v, []string{child}, inner[:]); err != nil {
 			return "", fmt.Errorf("plane: hello %s: %w", parent, err)
 		}
-		if _, ok := inner[child]; !ok {
+		if inner[0] == nil {
 			return path, nil
 		}
 	}
 	return "", nil
 }
+
+// helloParents are the top-level keys of helloRequired, each once.
+var helloParents = [...]string{"machine_id", "label", "tags", "capabilities", "versions"}
 
 func cutDot(path string) (string, string, bool) {
 	for i := 0; i < len(path); i++ {
@@ -55,27 +60,42 @@ func cutDot(path string) (string, string, bool) {
 	return path, "", false
 }
 
-// mapKeys indexes the top-level keys of a msgpack map to their raw values.
-func mapKeys(b []byte) (map[string][]byte, error) {
+// lookupKeys reads a msgpack map and sets vals[i] to the raw value of
+// keys[i] (the last one, when a key repeats), nil when the key is absent.
+// The count the map announces is checked against the bytes that follow
+// and against the collection limit before anything is read: it comes from
+// the wire, and a hello is the first thing an unauthenticated peer may
+// send.
+func lookupKeys(b []byte, keys []string, vals [][]byte) error {
 	n, rest, err := msgp.ReadMapHeaderBytes(b)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	keys := make(map[string][]byte, n)
+	if n > wire.MaxCollectionEntries {
+		return fmt.Errorf("map announces %d entries, more than the %d allowed: %w", n, wire.MaxCollectionEntries, msgp.ErrLimitExceeded)
+	}
+	// Every entry takes at least two bytes, a key and a value.
+	if uint64(n)*2 > uint64(len(rest)) {
+		return fmt.Errorf("map announces %d entries in %d bytes: %w", n, len(rest), msgp.ErrShortBytes)
+	}
 	for ; n > 0; n-- {
 		var k []byte
 		k, rest, err = msgp.ReadMapKeyZC(rest)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		after, err := msgp.Skip(rest)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		keys[string(k)] = rest[:len(rest)-len(after)]
+		for i := range keys {
+			if string(k) == keys[i] {
+				vals[i] = rest[:len(rest)-len(after)]
+			}
+		}
 		rest = after
 	}
-	return keys, nil
+	return nil
 }
 
 func (p *Plane) onHello(e Hello) {
