@@ -38,11 +38,38 @@ func validationText(body []byte) string {
 	case !ok:
 		return "status 422" + bodySnippet(body)
 	case v.Field != "":
-		return fmt.Sprintf("invalid field %s: %s", v.Field, v.Error)
+		return fmt.Sprintf("invalid field %s: %s", v.Field, v.Error) + inParens(v.Message)
 	default:
-		return "status 422: " + v.Error
+		return "status 422: " + v.Error + inParens(v.Message)
 	}
 }
+
+// inParens renders a body's optional message after its code.
+func inParens(msg string) string {
+	if msg == "" {
+		return ""
+	}
+	return " (" + msg + ")"
+}
+
+// statusText describes a refusal that may heal (5xx, 408, 429): the
+// status, and the body's {error, message} when it has them, so that a
+// daemon that keeps retrying says why (a control plane whose worker
+// limit is reached).
+func statusText(status int, body []byte) string {
+	v, ok := errorBody(body)
+	if !ok {
+		return errText(nil, status)
+	}
+	text := v.Error + inParens(v.Message)
+	if len(text) > maxRefusalText { // a peer's body, logged on every retry
+		text = text[:maxRefusalText] + "…"
+	}
+	return errText(nil, status) + ": " + text
+}
+
+// maxRefusalText bounds the part of a refusal's body statusText keeps.
+const maxRefusalText = 300
 
 // errText describes a failed request: the transport error, or the status.
 func errText(err error, status int) string {

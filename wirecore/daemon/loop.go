@@ -85,7 +85,7 @@ func (m *Machine) onHello(now time.Time, e HelloResult) {
 	case e.Status == 422:
 		m.exit(2, "hello refused: "+validationText(e.Body))
 	case retryableStatus(e.Status):
-		m.helloFailed(now, "hello failed", errText(nil, e.Status))
+		m.helloFailed(now, "hello failed", statusText(e.Status, e.Body))
 	default:
 		// Any other 4xx (bad bearer, wrong URL, a frame the relay refused)
 		// will not heal by retrying the same request: say why and stop.

@@ -413,8 +413,8 @@ func failure(kv map[string]string, mk func(int, []byte, error) Event) Event {
 	if b, ok := kv["body"]; ok {
 		body = []byte(b)
 	}
-	if e, ok := kv["error"]; ok { // a msgpack {error, field} body
-		v := wire.ValidationError{Error: e, Field: kv["field"]}
+	if e, ok := kv["error"]; ok { // a msgpack {error, field, message} body
+		v := wire.ValidationError{Error: e, Field: kv["field"], Message: kv["message"]}
 		body, _ = v.MarshalMsg(nil)
 	}
 	var err error
