@@ -47,7 +47,7 @@ func (s *Server) adminRoutes(m *http.ServeMux) {
 
 	post := func(path string, build func(r *http.Request, body []byte) (func(time.Time, plane.RequestID) plane.Event, error)) {
 		m.HandleFunc("POST "+path, s.admin(func(w http.ResponseWriter, r *http.Request) {
-			body, ok := readBody(w, r, MaxResultBody, true)
+			body, ok := s.readBody(w, r, MaxResultBody, true)
 			if !ok {
 				return
 			}
@@ -125,6 +125,7 @@ func decodeJSON(body []byte, dst any) error {
 func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !bearerIs(r.Header.Get("Authorization"), s.cfg.AdminToken) {
+			w.Header().Set("Connection", "close") // its body is never read
 			adminError(w, http.StatusUnauthorized, "missing or wrong admin bearer token")
 			return
 		}

@@ -2,9 +2,7 @@ package planeserver
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"strconv"
@@ -13,26 +11,6 @@ import (
 	"github.com/nymphd/nymph/wirecore/wire"
 	"github.com/tinylib/msgp/msgp"
 )
-
-// readBody reads a whole request body up to limit bytes. Over the limit
-// it answers 413 itself and returns ok=false.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64, asJSON bool) ([]byte, bool) {
-	if r.ContentLength > limit {
-		writeError(w, http.StatusRequestEntityTooLarge, asJSON, fmt.Sprintf("body of %d bytes exceeds the %d-byte limit", r.ContentLength, limit))
-		return nil, false
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, asJSON, fmt.Sprintf("body exceeds the %d-byte limit", limit))
-		} else {
-			writeError(w, http.StatusBadRequest, asJSON, "reading body: "+err.Error())
-		}
-		return nil, false
-	}
-	return body, true
-}
 
 // isJSON reports whether the request's body is JSON.
 func isJSON(r *http.Request) bool {

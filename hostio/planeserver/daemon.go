@@ -45,7 +45,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST "+wire.PathEvent, s.daemon(s.accept))
 	m.HandleFunc("POST "+wire.PathResultChunk, s.daemon(s.accept))
 	m.HandleFunc("POST "+wire.PathKeys, s.daemon(func(w http.ResponseWriter, r *http.Request, asJSON bool) {
-		writeError(w, http.StatusNotImplemented, asJSON, "key rotation needs daemon identities, which this control plane does not enroll")
+		refuseBody(w, http.StatusNotImplemented, asJSON, "key rotation needs daemon identities, which this control plane does not enroll")
 	}))
 	if s.cfg.Blobs != nil {
 		m.Handle(BlobPathPrefix, s.cfg.Blobs.Handler())
@@ -54,12 +54,14 @@ func (s *Server) routes() {
 	s.mux = m
 }
 
-// daemon wraps a daemon route with the bearer check.
+// daemon wraps a daemon route with the bearer check, made on the headers
+// alone: a request without the bearer is refused before a byte of its
+// body is read.
 func (s *Server) daemon(h func(w http.ResponseWriter, r *http.Request, asJSON bool)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		asJSON := isJSON(r)
 		if refusal := s.daemonRefusal(r); refusal != "" {
-			writeError(w, http.StatusUnauthorized, asJSON, refusal)
+			refuseBody(w, http.StatusUnauthorized, asJSON, refusal)
 			return
 		}
 		h(w, r, asJSON)
@@ -142,7 +144,7 @@ func carriesCommands(r *plane.Reply) bool {
 }
 
 func (s *Server) hello(w http.ResponseWriter, r *http.Request, asJSON bool) {
-	body, ok := readBody(w, r, MaxControlBody, asJSON)
+	body, ok := s.readBody(w, r, MaxControlBody, asJSON)
 	if !ok {
 		return
 	}
@@ -164,7 +166,7 @@ func (s *Server) hello(w http.ResponseWriter, r *http.Request, asJSON bool) {
 }
 
 func (s *Server) poll(w http.ResponseWriter, r *http.Request, asJSON bool) {
-	body, ok := readBody(w, r, MaxControlBody, asJSON)
+	body, ok := s.readBody(w, r, MaxControlBody, asJSON)
 	if !ok {
 		return
 	}
@@ -179,7 +181,7 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request, asJSON bool) {
 }
 
 func (s *Server) ack(w http.ResponseWriter, r *http.Request, asJSON bool) {
-	body, ok := readBody(w, r, MaxResultBody, asJSON)
+	body, ok := s.readBody(w, r, MaxResultBody, asJSON)
 	if !ok {
 		return
 	}
@@ -195,7 +197,7 @@ func (s *Server) ack(w http.ResponseWriter, r *http.Request, asJSON bool) {
 
 // execResult takes the result as msgpack or, per spec 001, as JSON.
 func (s *Server) execResult(w http.ResponseWriter, r *http.Request, asJSON bool) {
-	body, ok := readBody(w, r, MaxResultBody, asJSON)
+	body, ok := s.readBody(w, r, MaxResultBody, asJSON)
 	if !ok {
 		return
 	}
@@ -218,7 +220,7 @@ func (s *Server) execResult(w http.ResponseWriter, r *http.Request, asJSON bool)
 
 // chunk takes raw log bytes, whatever the content type says.
 func (s *Server) chunk(w http.ResponseWriter, r *http.Request, asJSON bool) {
-	body, ok := readBody(w, r, MaxChunkBody, asJSON)
+	body, ok := s.readBody(w, r, MaxChunkBody, asJSON)
 	if !ok {
 		return
 	}
@@ -229,13 +231,13 @@ func (s *Server) chunk(w http.ResponseWriter, r *http.Request, asJSON bool) {
 }
 
 func (s *Server) accept(w http.ResponseWriter, r *http.Request, asJSON bool) {
-	if _, ok := readBody(w, r, MaxResultBody, asJSON); ok {
+	if _, ok := s.readBody(w, r, MaxResultBody, asJSON); ok {
 		_ = writeBody(w, http.StatusOK, asJSON, plane.OK{})
 	}
 }
 
 func (s *Server) presign(w http.ResponseWriter, r *http.Request, asJSON bool) {
-	body, ok := readBody(w, r, MaxControlBody, asJSON)
+	body, ok := s.readBody(w, r, MaxControlBody, asJSON)
 	if !ok {
 		return
 	}

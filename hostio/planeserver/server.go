@@ -1,6 +1,7 @@
 package planeserver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,18 +15,19 @@ import (
 	"time"
 
 	"github.com/nymphd/nymph/wirecore/plane"
+	"github.com/nymphd/nymph/wirecore/wire"
 )
 
-// Request size limits. A body over its limit is answered 413 and the
-// server keeps serving.
+// Request size limits (their values live in wirecore/wire). A body over
+// its limit is answered 413 and the server keeps serving.
 const (
-	// MaxControlBody bounds hello, poll, presign and operator requests.
-	MaxControlBody = 1 << 20
-	// MaxResultBody bounds acks (result blobs) and exec results (1 MiB of
-	// stdout and of stderr, plus room for the envelope).
-	MaxResultBody = 16 << 20
+	// MaxControlBody bounds hello, poll and presign requests.
+	MaxControlBody = wire.MaxControlBodyBytes
+	// MaxResultBody bounds acks (result blobs), exec results and
+	// operator requests.
+	MaxResultBody = wire.MaxResultBodyBytes
 	// MaxChunkBody bounds one log chunk.
-	MaxChunkBody = 8 << 20
+	MaxChunkBody = wire.MaxChunkBodyBytes
 	// MaxLogPage bounds the bytes of one logs page.
 	MaxLogPage = 1 << 20
 )
@@ -63,6 +65,19 @@ type Config struct {
 	TickEvery time.Duration
 	// Now reads the clock (default time.Now).
 	Now func() time.Time
+	// HeaderTimeout, BodyIdleTimeout, BodyTimeout and IdleConnTimeout
+	// bound the waits for a request's bytes (see body.go); zero takes
+	// the wire package's value of the same name.
+	HeaderTimeout   time.Duration
+	BodyIdleTimeout time.Duration
+	BodyTimeout     time.Duration
+	IdleConnTimeout time.Duration
+	// MaxLargeBodies is how many bodies over wire.LargeBodyBytes are read
+	// and held at once (default wire.DefaultMaxLargeBodies); one more
+	// waits up to LargeBodyWait (default wire.LargeBodyWait) for a slot,
+	// then is answered 503 with Retry-After.
+	MaxLargeBodies int
+	LargeBodyWait  time.Duration
 	// Log receives the server's log; nil discards it.
 	Log *slog.Logger
 }
@@ -81,6 +96,10 @@ type Server struct {
 	// rawRelayRefused logs, once, that relayed requests without a daemon
 	// bearer are being refused, and what would accept them.
 	rawRelayRefused sync.Once
+	// handler is mux with every body under the body deadlines.
+	handler http.Handler
+	// largeBodies holds one token per large body being read or held.
+	largeBodies chan struct{}
 }
 
 // New loads the store and rebuilds the plane from it.
@@ -108,12 +127,21 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.RelayToken == "" {
 		cfg.RelayToken = cfg.DaemonToken
 	}
+	cfg.HeaderTimeout = cmp.Or(cfg.HeaderTimeout, wire.HeaderTimeout)
+	cfg.BodyIdleTimeout = cmp.Or(cfg.BodyIdleTimeout, wire.BodyIdleTimeout)
+	cfg.BodyTimeout = cmp.Or(cfg.BodyTimeout, wire.BodyTimeout)
+	cfg.IdleConnTimeout = cmp.Or(cfg.IdleConnTimeout, wire.IdleConnTimeout)
+	cfg.LargeBodyWait = cmp.Or(cfg.LargeBodyWait, wire.LargeBodyWait)
+	if cfg.MaxLargeBodies <= 0 {
+		cfg.MaxLargeBodies = wire.DefaultMaxLargeBodies
+	}
 	s := &Server{
 		cfg:  cfg,
 		log:  cfg.Log,
 		in:   make(chan message, 1024),
 		stop: make(chan struct{}),
 	}
+	s.largeBodies = make(chan struct{}, cfg.MaxLargeBodies)
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -127,6 +155,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.core = core
 	s.routes()
+	s.handler = s.guardBodies(s.mux)
 	return s, nil
 }
 
@@ -160,7 +189,7 @@ func (s *Server) restore(ctx context.Context) (*plane.Plane, error) {
 }
 
 // Handler serves every route: daemon, operator, presign, blobs, /healthz.
-func (s *Server) Handler() http.Handler { return s.mux }
+func (s *Server) Handler() http.Handler { return s.handler }
 
 // Serve runs the loop and serves HTTP on ln until ctx is cancelled, then
 // answers open requests 503, stops accepting, and waits up to grace for
@@ -168,8 +197,9 @@ func (s *Server) Handler() http.Handler { return s.mux }
 func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
 	srv := &http.Server{
 		Handler:           s.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
+		ReadHeaderTimeout: s.cfg.HeaderTimeout,
+		IdleTimeout:       s.cfg.IdleConnTimeout,
+		MaxHeaderBytes:    wire.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	loopDone := make(chan error, 1)
