@@ -68,8 +68,13 @@ func appendMsgpack(b []byte, body any) ([]byte, error) {
 	case plane.OK:
 		return msgp.AppendMapHeader(b, 0), nil
 	case plane.ErrorBody:
-		b = msgp.AppendMapHeader(b, 1)
-		return msgp.AppendString(msgp.AppendString(b, "error"), v.Error), nil
+		if v.Message == "" {
+			b = msgp.AppendMapHeader(b, 1)
+			return msgp.AppendString(msgp.AppendString(b, "error"), v.Error), nil
+		}
+		b = msgp.AppendMapHeader(b, 2)
+		b = msgp.AppendString(msgp.AppendString(b, "error"), v.Error)
+		return msgp.AppendString(msgp.AppendString(b, "message"), v.Message), nil
 	case wire.HelloResponse:
 		return v.MarshalMsg(b)
 	case wire.PollResponse:

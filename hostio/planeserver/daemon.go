@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -124,6 +125,15 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, asJSON bool, bui
 		}
 		return
 	}
+	if rep.RetryAfterS > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(rep.RetryAfterS))
+	}
+	if e, ok := rep.Body.(plane.ErrorBody); ok && e.Error == plane.ErrWorkerLimit {
+		s.log.Debug("hello refused for the worker limit", "message", e.Message)
+		s.workerLimitLogged.Do(func() {
+			s.log.Warn("refusing the hello of a new machine: the worker limit is reached (raise nymph serve --max-workers); later ones are logged at debug level", "message", e.Message)
+		})
+	}
 	// A poll the daemon already abandoned (its connection closed while the
 	// reply was being decided) must not swallow commands: a write into a
 	// closing connection often "succeeds", so check the request first.
@@ -148,21 +158,23 @@ func (s *Server) hello(w http.ResponseWriter, r *http.Request, asJSON bool) {
 	if !ok {
 		return
 	}
-	missing, err := plane.MissingHelloField(body)
+	req, missing, err := decodeHello(body)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, asJSON, "malformed hello: "+err.Error())
 		return
 	}
-	var req wire.HelloRequest
-	if missing == "" {
-		if err := decodeMsgpack(body, &req); err != nil {
-			writeError(w, http.StatusBadRequest, asJSON, "malformed hello: "+err.Error())
-			return
-		}
-	}
 	s.finish(w, r, asJSON, func(now time.Time, id plane.RequestID) plane.Event {
 		return plane.Hello{At: plane.At{Now: now}, Req: id, Body: req, Missing: missing}
 	})
+}
+
+// decodeHello reads a hello body: the first required key it lacks (then
+// nothing else is decoded), else the request.
+func decodeHello(body []byte) (req wire.HelloRequest, missing string, err error) {
+	if missing, err = plane.MissingHelloField(body); err != nil || missing != "" {
+		return req, missing, err
+	}
+	return req, "", decodeMsgpack(body, &req)
 }
 
 func (s *Server) poll(w http.ResponseWriter, r *http.Request, asJSON bool) {

@@ -96,6 +96,9 @@ type Server struct {
 	// rawRelayRefused logs, once, that relayed requests without a daemon
 	// bearer are being refused, and what would accept them.
 	rawRelayRefused sync.Once
+	// workerLimitLogged logs, once, that hellos of new machines are being
+	// refused for the worker limit.
+	workerLimitLogged sync.Once
 	// handler is mux with every body under the body deadlines.
 	handler http.Handler
 	// largeBodies holds one token per large body being read or held.

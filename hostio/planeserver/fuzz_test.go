@@ -1,0 +1,239 @@
+package planeserver
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nymphd/nymph/wirecore/operator"
+	"github.com/nymphd/nymph/wirecore/plane"
+	"github.com/nymphd/nymph/wirecore/wire"
+	"github.com/tinylib/msgp/msgp"
+)
+
+// Each daemon route's body is fuzzed as its handler reads it: the same
+// decoding, then the event stepped into a plane core that holds a worker,
+// a delivered exec and a running invocation (so that acks, results and
+// polls can find what they name). Every input must end in an answer the
+// route can encode, with a status the protocol documents, and a 422 must
+// name its field. The seeds — golden vectors, and bodies naming the
+// fixture's ids — run with every `go test`.
+
+var fuzzT0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// fuzzFixture is a plane core with one worker, one delivered streamed
+// exec and one running invocation, the same on every call.
+type fuzzFixture struct {
+	p                    *plane.Plane
+	worker, exec, invoke string
+	next                 plane.RequestID
+}
+
+func newFuzzFixture(t testing.TB) *fuzzFixture {
+	fx := &fuzzFixture{p: plane.New(plane.Config{Entropy: rand.NewChaCha8([32]byte{9}), MaxWorkers: 2})}
+	r := fx.step(t, plane.Hello{At: plane.At{Now: fuzzT0}, Body: *helloBody("m1")})
+	fx.worker = *r.Body.(wire.HelloResponse).WorkerID
+	r = fx.step(t, plane.EnqueueExec{At: plane.At{Now: fuzzT0}, WorkerID: fx.worker, Body: operator.ExecRequest{Command: "true", Stream: true}})
+	fx.exec = r.Body.(operator.ExecAccepted).ExecID
+	r = fx.step(t, plane.EnqueueRun{At: plane.At{Now: fuzzT0}, Body: operator.RunRequest{Function: wire.Function{Module: "m", Qualname: "f"}}})
+	fx.invoke = r.Body.(operator.Invocation).ID
+	if r := fx.step(t, plane.Poll{At: plane.At{Now: fuzzT0}, Body: wire.PollRequest{WorkerID: fx.worker}}); len(r.Body.(wire.PollResponse).Commands) != 2 {
+		t.Fatalf("fixture poll: %+v", r.Body)
+	}
+	return fx
+}
+
+// step applies one event and returns its answer (a Park counts as a
+// 200 to come).
+func (fx *fuzzFixture) step(t testing.TB, ev plane.Event) plane.Reply {
+	fx.next++
+	switch e := ev.(type) {
+	case plane.Hello:
+		e.Req = fx.next
+		ev = e
+	case plane.Poll:
+		e.Req = fx.next
+		ev = e
+	case plane.Ack:
+		e.Req = fx.next
+		ev = e
+	case plane.ExecResult:
+		e.Req = fx.next
+		ev = e
+	case plane.EnqueueExec:
+		e.Req = fx.next
+		ev = e
+	case plane.EnqueueRun:
+		e.Req = fx.next
+		ev = e
+	}
+	for _, eff := range fx.p.Step(ev) {
+		switch e := eff.(type) {
+		case plane.Reply:
+			if e.Req == fx.next {
+				return e
+			}
+		case plane.Park:
+			if e.Req == fx.next {
+				return plane.Reply{Req: e.Req, Status: plane.StatusOK, Body: plane.OK{}}
+			}
+		}
+	}
+	t.Fatalf("no answer to %T", ev)
+	return plane.Reply{}
+}
+
+// checkAnswer holds a route's answer to the protocol: a documented
+// status, a body the route can encode, a 422 that names its field.
+func checkAnswer(t *testing.T, r plane.Reply, asJSON bool) {
+	t.Helper()
+	switch r.Status {
+	case plane.StatusOK, plane.StatusNotFound, plane.StatusServiceUnavailable:
+	case plane.StatusUnprocessableEntity:
+		v, ok := r.Body.(wire.ValidationError)
+		if !ok || v.Field == "" || v.Error == "" || v.Message == "" || len(v.Message) > 512 {
+			t.Fatalf("422 %#v", r.Body)
+		}
+	default:
+		t.Fatalf("status %d %#v", r.Status, r.Body)
+	}
+	var err error
+	if asJSON {
+		_, err = json.Marshal(r.Body)
+	} else {
+		_, err = appendMsgpack(nil, r.Body)
+	}
+	if err != nil {
+		t.Fatalf("the answer %#v cannot be encoded: %v", r.Body, err)
+	}
+}
+
+func seedGoldens(f *testing.F, names ...string) {
+	for _, n := range names {
+		b, err := os.ReadFile(filepath.Join("..", "..", "wirecore", "wire", "testdata", n+".msgpack"))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+		f.Add(b[:len(b)/2])
+	}
+}
+
+func seedMsg(f *testing.F, m msgp.Marshaler) {
+	b, err := m.MarshalMsg(nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
+}
+
+func FuzzHelloBody(f *testing.F) {
+	seedGoldens(f, "hello_request", "hello_request_minimal")
+	f.Add([]byte{0xdf, 0xff, 0xff, 0xff, 0xff})
+	seedMsg(f, helloBody("m1"))
+	seedMsg(f, helloBody("m2"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, missing, err := decodeHello(body)
+		if err != nil {
+			return // 400 malformed hello
+		}
+		fx := newFuzzFixture(t)
+		checkAnswer(t, fx.step(t, plane.Hello{At: plane.At{Now: fuzzT0}, Body: req, Missing: missing}), false)
+	})
+}
+
+func FuzzPollBody(f *testing.F) {
+	seedGoldens(f, "poll_request")
+	fx := newFuzzFixture(f)
+	seedMsg(f, &wire.PollRequest{WorkerID: fx.worker, Queue: "default", TimeoutS: 20,
+		Invocations:         []wire.InvocationStatus{{InvocationID: fx.invoke, State: wire.StateRunning, StartedAt: 1764410000.5}},
+		UpdatedCapabilities: &wire.Capabilities{Runners: []string{"process"}}})
+	seedMsg(f, &wire.PollRequest{WorkerID: fx.worker})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var req wire.PollRequest
+		if decodeMsgpack(body, &req) != nil {
+			return // 400 malformed poll
+		}
+		fx := newFuzzFixture(t)
+		checkAnswer(t, fx.step(t, plane.Poll{At: plane.At{Now: fuzzT0}, Body: req}), false)
+	})
+}
+
+func FuzzAckBody(f *testing.F) {
+	seedGoldens(f, "ack_failed", "ack_succeeded")
+	fx := newFuzzFixture(f)
+	seedMsg(f, &wire.Ack{InvocationID: fx.invoke, State: wire.StateSucceeded, ResultBlob: wire.Blob("ok"), WorkerID: fx.worker})
+	seedMsg(f, &wire.Ack{InvocationID: fx.invoke, State: wire.StateFailed, Error: &wire.ErrorInfo{TypeName: "ValueError", Message: "no"}})
+	seedMsg(f, &wire.Ack{InvocationID: "setup-01KBX3Z8Q0P4N7RJ2C5V6W9Y0Z", State: wire.StateSucceeded, WorkerID: fx.worker})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var req wire.Ack
+		if decodeMsgpack(body, &req) != nil {
+			return // 400 malformed ack
+		}
+		fx := newFuzzFixture(t)
+		checkAnswer(t, fx.step(t, plane.Ack{At: plane.At{Now: fuzzT0}, Body: req}), false)
+	})
+}
+
+// FuzzExecResultBody fuzzes the body (msgpack or JSON, as the request's
+// content type says) and the exec id of the result URL.
+func FuzzExecResultBody(f *testing.F) {
+	fx := newFuzzFixture(f)
+	for _, n := range []string{"exec_result", "exec_result_timeout"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "wirecore", "wire", "testdata", n+".msgpack"))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(false, fx.exec, b)
+		f.Add(false, "no-such-exec", b)
+	}
+	f.Add(true, fx.exec, []byte(`{"exit_code": 0, "stdout": "hi\n", "stderr": "", "duration_ms": 12.5}`))
+	f.Add(true, fx.exec, []byte(`{"exit_code": 1e300, "duration_ms": -1}`))
+	f.Add(true, "a/b", []byte(`{}`))
+	f.Fuzz(func(t *testing.T, asJSON bool, execID string, body []byte) {
+		var res wire.ExecResult
+		var err error
+		if asJSON {
+			res, err = decodeExecResultJSON(body)
+		} else {
+			err = decodeMsgpack(body, &res)
+		}
+		if err != nil {
+			return // 400 malformed exec result
+		}
+		fx := newFuzzFixture(t)
+		checkAnswer(t, fx.step(t, plane.ExecResult{At: plane.At{Now: fuzzT0}, ExecID: execID, Body: res}), asJSON)
+	})
+}
+
+// FuzzPresignBody fuzzes the presign body as the route decodes it; what
+// the payload store makes of it is the store's own tests' business.
+func FuzzPresignBody(f *testing.F) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "wirecore", "wire", "testdata", "presign_request.msgpack"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(false, b)
+	f.Add(false, msgp.AppendBool(msgp.AppendString(msgp.AppendMapHeader(nil, 1), "overwrite"), true))
+	f.Add(false, []byte{0xdf, 0xff, 0xff, 0xff, 0xff})
+	f.Add(true, []byte(`{"op": "put", "key": "job-1/args", "size": 5, "overwrite": true}`))
+	f.Add(true, []byte(`{"op": "get", "key": "../../nymph.db"}`))
+	f.Fuzz(func(t *testing.T, asJSON bool, body []byte) {
+		var req wire.PresignRequest
+		var err error
+		if asJSON {
+			err = json.Unmarshal(body, &req)
+		} else {
+			err = decodeMsgpack(body, &req)
+		}
+		if err != nil {
+			return
+		}
+		if _, err := presignOverwrite(body, asJSON); err != nil {
+			return
+		}
+	})
+}
