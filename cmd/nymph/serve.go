@@ -38,6 +38,8 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 	target := flags.String("target-version", "", "nymph version every daemon should run (sent as target_nymph_version)")
 	retain := flags.Duration("retain", 24*time.Hour, "how long finished execs (with their logs) and invocations are kept; 0 keeps them forever")
 	verbose := flags.Bool("v", false, "log every request-level decision at debug level")
+	maxWorkers := flags.Int("max-workers", plane.DefaultMaxWorkers, "how many workers (lost ones included) serve registers; the hello of a new machine past it is refused 503 with Retry-After")
+	insecureOpen := flags.Bool("insecure-no-daemon-auth", false, "serve daemon routes without a bearer on a --listen address that is not loopback: anyone who reaches it can register a daemon and take its commands")
 	if err := flags.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -46,6 +48,14 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	if *retain < 0 {
 		fmt.Fprintf(env.stderr, "nymph serve: --retain %v: must not be negative\n", *retain)
+		return 2
+	}
+	if *maxWorkers < 1 {
+		fmt.Fprintf(env.stderr, "nymph serve: --max-workers %d: must be at least 1\n", *maxWorkers)
+		return 2
+	}
+	if *tokenFile == "" && !*insecureOpen && !listenIsLoopback(*listen) {
+		fmt.Fprintln(env.stderr, "nymph serve: "+openListenRefusal(*listen))
 		return 2
 	}
 	if *dataDir == "" || flags.NArg() > 0 {
@@ -60,7 +70,7 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 	if err := serve(ctx, env, log, serveOptions{
 		listen: *listen, dataDir: *dataDir, tokenFile: *tokenFile, relayTokenFile: *relayTokenFile,
 		adminFile: *adminFile, store: *storeKind, publicURL: *publicURL, target: *target, retain: *retain,
-		trustRelayDaemons: *trustRelays,
+		trustRelayDaemons: *trustRelays, maxWorkers: *maxWorkers, insecureOpen: *insecureOpen,
 	}); err != nil {
 		fmt.Fprintf(env.stderr, "nymph serve: %v\n", err)
 		return 1
@@ -72,6 +82,32 @@ type serveOptions struct {
 	listen, dataDir, tokenFile, relayTokenFile, adminFile, store, publicURL, target string
 	retain                                                                          time.Duration
 	trustRelayDaemons                                                               bool
+	// maxWorkers is plane.Config.MaxWorkers; insecureOpen allows daemon
+	// routes without a bearer on an address other hosts reach.
+	maxWorkers   int
+	insecureOpen bool
+}
+
+// listenIsLoopback reports whether a --listen address is reachable from
+// this host only: a loopback IP, or "localhost". An empty host or an
+// all-interfaces address is not.
+func listenIsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// openListenRefusal is why serve will not open daemon routes without a
+// bearer on addr, and the two ways on.
+func openListenRefusal(addr string) string {
+	return fmt.Sprintf("--listen %s is not a loopback address and no --token-file is given: any host that reaches it could register as a daemon and take its commands; "+
+		"give daemons a bearer with --token-file FILE, or pass --insecure-no-daemon-auth to serve them without one on purpose", addr)
 }
 
 func serve(ctx context.Context, env *cliEnv, log *slog.Logger, o serveOptions) error {
@@ -107,6 +143,14 @@ func serve(ctx context.Context, env *cliEnv, log *slog.Logger, o serveOptions) e
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", o.listen, err)
 	}
+	if daemonTok == "" && !o.insecureOpen {
+		// "localhost" passed the check on the flag; what it resolved to
+		// is what counts.
+		if a, ok := ln.Addr().(*net.TCPAddr); !ok || !a.IP.IsLoopback() {
+			ln.Close()
+			return errors.New(openListenRefusal(ln.Addr().String()))
+		}
+	}
 	base := o.publicURL
 	if base == "" {
 		base = "http://" + ln.Addr().String()
@@ -122,7 +166,7 @@ func serve(ctx context.Context, env *cliEnv, log *slog.Logger, o serveOptions) e
 		Store: store, Blobs: blobs,
 		DaemonToken: daemonTok, RelayToken: relayTok, AdminToken: adminTok,
 		PublicURL: base, TrustRelayDaemons: o.trustRelayDaemons,
-		Plane: plane.Config{Entropy: rand.Reader, TargetVersion: o.target, Retain: o.retain},
+		Plane: plane.Config{Entropy: rand.Reader, TargetVersion: o.target, Retain: o.retain, MaxWorkers: o.maxWorkers},
 		Log:   log,
 	})
 	if err != nil {
@@ -134,8 +178,11 @@ func serve(ctx context.Context, env *cliEnv, log *slog.Logger, o serveOptions) e
 	} else {
 		fmt.Fprintf(env.stdout, "nymph serve: admin token from %s\n", adminPath)
 	}
-	if daemonTok == "" {
-		fmt.Fprintln(env.stdout, "nymph serve: no --token-file: daemon routes accept requests without a bearer")
+	switch {
+	case daemonTok == "" && o.insecureOpen && !listenIsLoopback(ln.Addr().String()):
+		fmt.Fprintf(env.stdout, "nymph serve: --insecure-no-daemon-auth: daemon routes on %s accept requests without a bearer from any host that reaches them\n", o.listen)
+	case daemonTok == "":
+		fmt.Fprintln(env.stdout, "nymph serve: no --token-file: daemon routes accept requests without a bearer (loopback only)")
 	}
 	fmt.Fprintf(env.stdout, "nymph serve: listening on http://%s (store: %s, data: %s)\n", ln.Addr(), o.store, o.dataDir)
 
