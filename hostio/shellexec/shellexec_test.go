@@ -198,6 +198,36 @@ func TestTimeoutSigkillsChildIgnoringSigterm(t *testing.T) {
 	waitGone(t, readPID(t, pidFile))
 }
 
+// The daemon leaves KillGrace at zero, so a timed-out exec gets the
+// spec's 5 s between SIGTERM and SIGKILL. A shell whose SIGTERM handler
+// needs 1.5 s to clean up must be let finish it: its last words reach
+// stdout and the stop ends as soon as the group is gone, well before the
+// grace would have run out.
+func TestDefaultKillGraceLetsSigtermHandlerFinish(t *testing.T) {
+	const cleanup = 1500 * time.Millisecond
+	cmd := fmt.Sprintf(`trap 'sleep %.1f; echo cleaned up; exit 0' TERM; echo ready; while :; do sleep 0.05; done`, cleanup.Seconds())
+	timeout := time.Second // ample time to set the trap, even on a loaded machine
+	start := time.Now()
+	res := Run(context.Background(), wire.Exec{Command: cmd, TimeoutS: ptr(wire.Number(timeout.Seconds()))}, Options{})
+	el := time.Since(start)
+	if res.ExitCode != wire.ExitTimeout {
+		t.Fatalf("exit %d, want -2", res.ExitCode)
+	}
+	switch res.Stdout {
+	case "ready\ncleaned up\n":
+	case "ready\n":
+		t.Fatalf("SIGTERM handler cut short after %v: the default grace is under %v", el, cleanup)
+	default:
+		t.Fatalf("stdout %q: the shell did not set its trap before the timeout", res.Stdout)
+	}
+	if el < timeout+cleanup {
+		t.Errorf("returned after %v, before the handler could finish", el)
+	}
+	if el >= timeout+DefaultKillGrace {
+		t.Errorf("returned after %v: the stop waited out the grace of a group already gone", el)
+	}
+}
+
 func TestContextCancelKills(t *testing.T) {
 	dir := t.TempDir()
 	ready := filepath.Join(dir, "ready")
