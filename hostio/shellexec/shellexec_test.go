@@ -255,15 +255,18 @@ func TestContextCancelKills(t *testing.T) {
 	waitGone(t, pid)
 }
 
+// The messages are the protocol's own text (docs/protocol.md, "Exec
+// result"), spelled out rather than taken from wire's constants so that a
+// change to those constants fails here as well.
 func TestTruncation(t *testing.T) {
 	over := MaxCapture + 5000
 	for _, tc := range []struct {
 		name, cmd, wantErr string
 		outLen, errLen     int
 	}{
-		{"stdout", fmt.Sprintf("head -c %d /dev/zero | tr '\\0' a", over), wire.TruncatedStdout, MaxCapture, 0},
-		{"stderr", fmt.Sprintf("head -c %d /dev/zero | tr '\\0' b >&2", over), wire.TruncatedStderr, 0, MaxCapture},
-		{"both", fmt.Sprintf("head -c %d /dev/zero | tr '\\0' a; head -c %d /dev/zero | tr '\\0' b >&2", over, over), wire.TruncatedBoth, MaxCapture, MaxCapture},
+		{"stdout", fmt.Sprintf("head -c %d /dev/zero | tr '\\0' a", over), "stdout truncated", MaxCapture, 0},
+		{"stderr", fmt.Sprintf("head -c %d /dev/zero | tr '\\0' b >&2", over), "stderr truncated", 0, MaxCapture},
+		{"both", fmt.Sprintf("head -c %d /dev/zero | tr '\\0' a; head -c %d /dev/zero | tr '\\0' b >&2", over, over), "stdout truncated; stderr truncated", MaxCapture, MaxCapture},
 		{"exact", fmt.Sprintf("head -c %d /dev/zero | tr '\\0' a", MaxCapture), "", MaxCapture, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -304,7 +307,7 @@ func TestTruncationCutsBytesThenConverts(t *testing.T) {
 	if !strings.HasSuffix(res.Stdout, "a\uFFFD") || len(res.Stdout) != MaxCapture-1+3 {
 		t.Fatalf("len %d suffix %q", len(res.Stdout), res.Stdout[len(res.Stdout)-8:])
 	}
-	if res.Error == nil || *res.Error != wire.TruncatedStdout {
+	if res.Error == nil || *res.Error != "stdout truncated" {
 		t.Fatalf("error %v", res.Error)
 	}
 }
