@@ -227,11 +227,30 @@ func (p *pump) run() {
 		if !ok {
 			return
 		}
-		p.remain = size
-		if rep, send := p.rl.serveFrame(p.ctx, p, size, ""); send {
-			p.deliver(&rep)
-		}
+		p.serve(size)
 	}
+}
+
+// serve handles the frame whose header was read. It is a call of its own
+// so that its reply lives in its frame, not in run's: an idle pump parks
+// with run and readHeader on its stack, which then fits the goroutine's
+// first 2 KiB (10,000 idle pumps: 20 MB of stacks rather than 40).
+func (p *pump) serve(size int64) {
+	p.remain = size
+	if rep, send := p.rl.serveFrame(p.ctx, p, size, ""); send {
+		p.deliver(&rep)
+	}
+}
+
+// answerCutOff answers a frame whose header shutdown cut off: the daemon
+// gets its one reply, as for any frame cut off before it went up. (A call
+// of its own for the same reason as serve.)
+//
+//go:noinline
+func (p *pump) answerCutOff() {
+	rep := reply{status: http.StatusServiceUnavailable, message: msgShutdown, relayErr: true}
+	p.rl.metrics.fail(errShutdown)
+	p.deliver(&rep)
 }
 
 // readHeader waits for a frame's four length bytes. A header that stalls
@@ -255,11 +274,7 @@ func (p *pump) readHeader() (int64, bool) {
 					continue
 				}
 				if p.cutOff() {
-					// Shutdown came mid-header: the daemon gets its one
-					// reply, as for any frame cut off before it went up.
-					rep := reply{status: http.StatusServiceUnavailable, message: msgShutdown, relayErr: true}
-					p.rl.metrics.fail(errShutdown)
-					p.deliver(&rep)
+					p.answerCutOff()
 					return 0, false
 				}
 				p.rl.metrics.fail(errStall)
