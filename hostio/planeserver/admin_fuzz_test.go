@@ -1,0 +1,92 @@
+package planeserver
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/nymphd/nymph/wirecore/operator"
+	"github.com/nymphd/nymph/wirecore/plane"
+)
+
+// operatorRoutes are the operator API's routes that decode a JSON body,
+// in the order FuzzOperatorBody's route byte picks them.
+var operatorRoutes = []string{"exec", "setup", "hibernate", "update", "run"}
+
+// operatorEvent decodes body as the operator route named by route does
+// (decodeJSON into the route's request type) and builds the event its
+// handler would step, addressed to workerID.
+func operatorEvent(route string, workerID string, body []byte, req plane.RequestID) (plane.Event, error) {
+	at := plane.At{Now: fuzzT0}
+	switch route {
+	case "exec":
+		var r operator.ExecRequest
+		err := decodeJSON(body, &r)
+		return plane.EnqueueExec{At: at, Req: req, WorkerID: workerID, Body: r}, err
+	case "setup":
+		var r operator.SetupRequest
+		err := decodeJSON(body, &r)
+		return plane.EnqueueSetup{At: at, Req: req, WorkerID: workerID, Body: r}, err
+	case "hibernate":
+		var r operator.HibernateRequest
+		err := decodeJSON(body, &r)
+		return plane.EnqueueHibernate{At: at, Req: req, WorkerID: workerID, Body: r}, err
+	case "update":
+		var r operator.UpdateRequest
+		err := decodeJSON(body, &r)
+		return plane.EnqueueUpdate{At: at, Req: req, WorkerID: workerID, Body: r}, err
+	case "run":
+		var r operator.RunRequest
+		err := decodeJSON(body, &r)
+		return plane.EnqueueRun{At: at, Req: req, Body: r}, err
+	}
+	panic("unknown operator route " + route)
+}
+
+// FuzzOperatorBody fuzzes the JSON bodies of the operator API's POST
+// routes as their handlers read them, then steps the event into the
+// fixture's plane core. An operator is trusted with commands, not with
+// the server: whatever the bytes, the answer must be a status the API
+// documents, with a body that encodes as JSON.
+func FuzzOperatorBody(f *testing.F) {
+	seeds := map[string][]string{
+		"exec": {
+			`{"command": "echo hi", "env": {"A": "b"}, "stdin": "x", "workdir": "/tmp", "timeout_s": 2.5, "stream": true, "flush_ms": 100, "flush_bytes": 4096}`,
+			`{"command": "", "timeout_s": -1}`,
+			`{"command": "true", "timeout_s": 1e308, "flush_ms": -5}`,
+			`{"command": "\u001b]0;x\u0007", "env": {"": "\u0000"}}`,
+		},
+		"setup":     {`{"script": "apt-get install -y jq", "sudo": true, "refresh_capabilities": true, "name": "jq"}`, `{"script": ""}`},
+		"hibernate": {`{"until_epoch_s": 1764410000.5}`, `{"until_epoch_s": -1e308}`},
+		"update":    {`{"version": "1.2.3", "url": "https://example.invalid/nymph", "sha256": "00"}`, `{"version": ""}`},
+		"run": {
+			`{"queue": "default", "function": {"module": "m", "qualname": "f"}, "run_config": {}, "args_blob": "AAE=", "required_tags": ["gpu=1"]}`,
+			`{"function": {}, "script": "", "as_user": "root"}`,
+		},
+	}
+	for i, route := range operatorRoutes {
+		f.Add(uint8(i), []byte{})
+		f.Add(uint8(i), []byte(`null`))
+		f.Add(uint8(i), []byte(`[`))
+		for _, s := range seeds[route] {
+			f.Add(uint8(i), []byte(s))
+		}
+	}
+	f.Fuzz(func(t *testing.T, routeIndex uint8, body []byte) {
+		route := operatorRoutes[int(routeIndex)%len(operatorRoutes)]
+		fx := newFuzzFixture(t)
+		ev, err := operatorEvent(route, fx.worker, body, fx.next+1)
+		if err != nil {
+			return // 400 malformed request body
+		}
+		r := fx.step(t, ev)
+		switch r.Status {
+		case plane.StatusOK, plane.StatusBadRequest, plane.StatusNotFound, plane.StatusConflict,
+			plane.StatusUnprocessableEntity, plane.StatusServiceUnavailable:
+		default:
+			t.Fatalf("%s: status %d %#v", route, r.Status, r.Body)
+		}
+		if _, err := json.Marshal(r.Body); err != nil {
+			t.Fatalf("%s: the answer %#v cannot be encoded as JSON: %v", route, r.Body, err)
+		}
+	})
+}
