@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -225,10 +226,32 @@ func Parse(path string, data []byte) (Loaded, error) {
 	return Loaded{Config: cfg, Path: path, Unknown: d.unknown}, nil
 }
 
+// MaxSeconds bounds every span in seconds the config gives (about 31
+// years): longer means nothing to a daemon, and far longer would overflow
+// a time.Duration.
+const MaxSeconds = 1e9
+
 // Validate checks values whose type is right but whose meaning is not.
 func (c *Config) Validate() error {
 	var errs []string
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
+	// Every comparison below is false for NaN, so a NaN (or an infinity,
+	// or a span no clock could wait) would pass them all unseen.
+	for _, f := range []struct {
+		key string
+		v   float64
+	}{
+		{"runtime.keep_alive_s", c.Runtime.KeepAliveS},
+		{"runtime.auto_update_check_interval_s", c.Runtime.AutoUpdateCheckIntervalS},
+		{"poll.wait_max_s", c.Poll.WaitMaxS},
+		{"poll.retry_min_s", c.Poll.RetryMinS},
+		{"poll.retry_max_s", c.Poll.RetryMaxS},
+		{"shutdown.grace_s", c.Shutdown.GraceS},
+	} {
+		if math.IsNaN(f.v) || math.Abs(f.v) > MaxSeconds {
+			bad("%s = %v: want a number of seconds up to %v", f.key, f.v, float64(MaxSeconds))
+		}
+	}
 	switch c.Server.Transport {
 	case "direct", "fifo", "spool":
 	default:

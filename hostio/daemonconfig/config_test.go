@@ -2,6 +2,7 @@ package daemonconfig
 
 import (
 	"flag"
+	"fmt"
 	"io/fs"
 	"strings"
 	"testing"
@@ -247,5 +248,37 @@ func TestPrintConfigRoundTrips(t *testing.T) {
 	var generic map[string]any
 	if err := toml.Unmarshal(out, &generic); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A span in seconds that is NaN, infinite or past MaxSeconds is refused,
+// naming its key: NaN passes every comparison the other checks make. A
+// span of exactly MaxSeconds is a number like any other.
+func TestSpansMustBeFiniteAndBounded(t *testing.T) {
+	for _, key := range []string{"poll.wait_max_s", "poll.retry_min_s", "poll.retry_max_s",
+		"runtime.keep_alive_s", "runtime.auto_update_check_interval_s", "shutdown.grace_s"} {
+		section, name, _ := strings.Cut(key, ".")
+		for _, v := range []string{"nan", "inf", "-inf", "1000000001"} {
+			file := fmt.Sprintf("[%s]\n%s = %s\n", section, name, v)
+			if key == "poll.retry_min_s" || key == "poll.retry_max_s" {
+				// Keep min <= max true where the value allows it, so only
+				// the bound can refuse it.
+				file = fmt.Sprintf("[poll]\nretry_min_s = %s\nretry_max_s = %s\n", v, v)
+			}
+			loaded, err := Parse("t.toml", []byte(file))
+			if err == nil {
+				err = loaded.Config.Validate()
+			}
+			if err == nil || !strings.Contains(err.Error(), key) {
+				t.Errorf("%s = %s: err %v, want a refusal naming %s", key, v, err, key)
+			}
+		}
+	}
+	loaded, err := Parse("t.toml", []byte("[poll]\nwait_max_s = 1000000000\nretry_max_s = 1000000000\n[shutdown]\ngrace_s = 1e9\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := loaded.Config.Validate(); err != nil {
+		t.Errorf("spans of exactly MaxSeconds refused: %v", err)
 	}
 }
