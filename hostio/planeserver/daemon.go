@@ -14,7 +14,6 @@ import (
 	"github.com/nymphd/nymph/wirecore/operator"
 	"github.com/nymphd/nymph/wirecore/plane"
 	"github.com/nymphd/nymph/wirecore/wire"
-	"github.com/tinylib/msgp/msgp"
 )
 
 // HeaderDaemonAuthorization carries the daemon's own bearer through a
@@ -268,11 +267,7 @@ func (s *Server) presign(w http.ResponseWriter, r *http.Request, asJSON bool) {
 		writeError(w, http.StatusBadRequest, asJSON, "malformed presign: "+err.Error())
 		return
 	}
-	overwrite, err := presignOverwrite(body, asJSON)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, asJSON, "malformed presign: overwrite: "+err.Error())
-		return
-	}
+	overwrite := req.Overwrite != nil && *req.Overwrite
 	p := Presign{Namespace: r.PathValue("ns"), Op: req.Op, Key: req.Key, JobID: req.JobID, Kind: req.Kind, Overwrite: overwrite}
 	if req.Size != nil {
 		p.Size = int64(*req.Size)
@@ -291,42 +286,6 @@ func (s *Server) presign(w http.ResponseWriter, r *http.Request, asJSON bool) {
 	default:
 		_ = writeBody(w, http.StatusOK, asJSON, resp)
 	}
-}
-
-// presignOverwrite reads the presign body's optional overwrite key, a bool
-// (nil and absent are false) that nymph adds to the request (see
-// docs/protocol.md, Payload store).
-func presignOverwrite(body []byte, asJSON bool) (bool, error) {
-	if asJSON {
-		var v struct {
-			Overwrite *bool `json:"overwrite"`
-		}
-		err := json.Unmarshal(body, &v)
-		return err == nil && v.Overwrite != nil && *v.Overwrite, err
-	}
-	n, rest, err := msgp.ReadMapHeaderBytes(body)
-	if err != nil {
-		return false, err
-	}
-	overwrite := false
-	for range n {
-		var key []byte
-		if key, rest, err = msgp.ReadMapKeyZC(rest); err != nil {
-			return false, err
-		}
-		switch {
-		case string(key) != "overwrite":
-			rest, err = msgp.Skip(rest)
-		case msgp.IsNil(rest):
-			rest, err = msgp.ReadNilBytes(rest)
-		default:
-			overwrite, rest, err = msgp.ReadBoolBytes(rest)
-		}
-		if err != nil {
-			return false, err
-		}
-	}
-	return overwrite, nil
 }
 
 // adminError is an operator-route error body.

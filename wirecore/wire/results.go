@@ -74,6 +74,9 @@ type PresignRequest struct {
 	Size  *Int   `msg:"size,omitempty"`
 	JobID string `msg:"jobId,omitempty"`
 	Kind  string `msg:"kind,omitempty"`
+	// Overwrite lets a put replace a key that exists (nymph; absent, nil
+	// and false refuse it with 409, see docs/protocol.md "Payload store").
+	Overwrite *bool `msg:"overwrite,omitempty"`
 }
 
 // PresignResponse answers a presign: an expiring URL to GET or PUT.

@@ -1324,6 +1324,24 @@ func (z *PresignRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 				err = msgp.WrapError(err, "Kind")
 				return
 			}
+		case "overwrite":
+			if dc.IsNil() {
+				err = dc.ReadNil()
+				if err != nil {
+					err = msgp.WrapError(err, "Overwrite")
+					return
+				}
+				z.Overwrite = nil
+			} else {
+				if z.Overwrite == nil {
+					z.Overwrite = new(bool)
+				}
+				*z.Overwrite, err = dc.ReadBool()
+				if err != nil {
+					err = msgp.WrapError(err, "Overwrite")
+					return
+				}
+			}
 		default:
 			err = dc.Skip()
 			if err != nil {
@@ -1338,8 +1356,8 @@ func (z *PresignRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 // EncodeMsg implements msgp.Encodable
 func (z *PresignRequest) EncodeMsg(en *msgp.Writer) (err error) {
 	// check for omitted fields
-	zb0001Len := uint32(5)
-	var zb0001Mask uint8 /* 5 bits */
+	zb0001Len := uint32(6)
+	var zb0001Mask uint8 /* 6 bits */
 	_ = zb0001Mask
 	if z.Key == "" {
 		zb0001Len--
@@ -1356,6 +1374,10 @@ func (z *PresignRequest) EncodeMsg(en *msgp.Writer) (err error) {
 	if z.Kind == "" {
 		zb0001Len--
 		zb0001Mask |= 0x10
+	}
+	if z.Overwrite == nil {
+		zb0001Len--
+		zb0001Mask |= 0x20
 	}
 	// variable map header, size zb0001Len
 	err = en.Append(0x80 | uint8(zb0001Len))
@@ -1430,6 +1452,25 @@ func (z *PresignRequest) EncodeMsg(en *msgp.Writer) (err error) {
 				return
 			}
 		}
+		if (zb0001Mask & 0x20) == 0 { // if not omitted
+			// write "overwrite"
+			err = en.Append(0xa9, 0x6f, 0x76, 0x65, 0x72, 0x77, 0x72, 0x69, 0x74, 0x65)
+			if err != nil {
+				return
+			}
+			if z.Overwrite == nil {
+				err = en.WriteNil()
+				if err != nil {
+					return
+				}
+			} else {
+				err = en.WriteBool(*z.Overwrite)
+				if err != nil {
+					err = msgp.WrapError(err, "Overwrite")
+					return
+				}
+			}
+		}
 	}
 	return
 }
@@ -1438,8 +1479,8 @@ func (z *PresignRequest) EncodeMsg(en *msgp.Writer) (err error) {
 func (z *PresignRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(5)
-	var zb0001Mask uint8 /* 5 bits */
+	zb0001Len := uint32(6)
+	var zb0001Mask uint8 /* 6 bits */
 	_ = zb0001Mask
 	if z.Key == "" {
 		zb0001Len--
@@ -1456,6 +1497,10 @@ func (z *PresignRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.Kind == "" {
 		zb0001Len--
 		zb0001Mask |= 0x10
+	}
+	if z.Overwrite == nil {
+		zb0001Len--
+		zb0001Mask |= 0x20
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -1492,6 +1537,15 @@ func (z *PresignRequest) MarshalMsg(b []byte) (o []byte, err error) {
 			// string "kind"
 			o = append(o, 0xa4, 0x6b, 0x69, 0x6e, 0x64)
 			o = msgp.AppendString(o, z.Kind)
+		}
+		if (zb0001Mask & 0x20) == 0 { // if not omitted
+			// string "overwrite"
+			o = append(o, 0xa9, 0x6f, 0x76, 0x65, 0x72, 0x77, 0x72, 0x69, 0x74, 0x65)
+			if z.Overwrite == nil {
+				o = msgp.AppendNil(o)
+			} else {
+				o = msgp.AppendBool(o, *z.Overwrite)
+			}
 		}
 	}
 	return
@@ -1560,6 +1614,23 @@ func (z *PresignRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Kind")
 				return
 			}
+		case "overwrite":
+			if msgp.IsNil(bts) {
+				bts, err = msgp.ReadNilBytes(bts)
+				if err != nil {
+					return
+				}
+				z.Overwrite = nil
+			} else {
+				if z.Overwrite == nil {
+					z.Overwrite = new(bool)
+				}
+				*z.Overwrite, bts, err = msgp.ReadBoolBytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Overwrite")
+					return
+				}
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -1580,7 +1651,12 @@ func (z *PresignRequest) Msgsize() (s int) {
 	} else {
 		s += z.Size.Msgsize()
 	}
-	s += 6 + msgp.StringPrefixSize + len(z.JobID) + 5 + msgp.StringPrefixSize + len(z.Kind)
+	s += 6 + msgp.StringPrefixSize + len(z.JobID) + 5 + msgp.StringPrefixSize + len(z.Kind) + 10
+	if z.Overwrite == nil {
+		s += msgp.NilSize
+	} else {
+		s += msgp.BoolSize
+	}
 	return
 }
 
