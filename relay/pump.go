@@ -299,7 +299,7 @@ func (p *pump) readHeader() (int64, bool) {
 // (stall), the stall timer is armed just before a wait, so a frame whose
 // bytes are all there sets no timer at all.
 func (p *pump) readSome(b []byte, stall bool) (int, error) {
-	return p.readPipe(readCall{dst: b, stall: stall, wait: true})
+	return p.readPipe(readCall{dst: b, stall: stall})
 }
 
 // readPipe carries out one readCall through the poller.
@@ -329,13 +329,12 @@ func (p *pump) readPipe(rc readCall) (int, error) {
 	return n, nil
 }
 
-// readCall is one readSome or peekNext in progress: what readOnce, the
-// callback the poller calls with the descriptor, works on. The callback is
-// bound once per pump (readFn), so a read allocates nothing.
+// readCall is one readSome in progress: what readOnce, the callback the
+// poller calls with the descriptor, works on. The callback is bound once
+// per pump (readFn), so a read allocates nothing.
 type readCall struct {
 	dst   []byte // nil: the input buffer
 	stall bool   // arm the stall timer before waiting
-	wait  bool   // wait for the pipe when it is empty; else one attempt
 	n     int
 	err   error
 }
@@ -353,7 +352,7 @@ func (p *pump) readOnce(fd uintptr) bool {
 			break
 		}
 	}
-	if r.err == unix.EAGAIN && r.wait {
+	if r.err == unix.EAGAIN {
 		p.dropEmptyBuffer()
 		if r.stall {
 			p.arm()
