@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -133,24 +132,7 @@ func serveBenchUpstream(kind string) {
 // "minimal", in a process of its own (this test binary, re-run), and
 // returns its URL.
 func benchPlaneProcess(b *testing.B, kind string) string {
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), benchUpstreamEnv+"="+kind)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		stdin.Close()
-		cmd.Wait()
-	})
+	_, _, out := startRole(b, benchUpstreamEnv+"="+kind)
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
 		b.Fatalf("bench upstream: %v", err)

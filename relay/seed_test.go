@@ -187,26 +187,35 @@ type seedProc struct {
 
 func startSeedDaemon(t *testing.T, dir string) *seedProc {
 	t.Helper()
+	cmd, in, out := startRole(t, seedDaemonEnv+"="+dir)
+	t.Cleanup(func() { cmd.Process.Kill() })
+	return &seedProc{t: t, cmd: cmd, in: in, out: bufio.NewScanner(out)}
+}
+
+// startRole runs this test binary in the role env names, with pipes to
+// its stdin and from its stdout; when the test ends its stdin is closed
+// (a role takes that as the end) and it is waited for.
+func startRole(tb testing.TB, env string) (*exec.Cmd, io.WriteCloser, io.Reader) {
+	tb.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), seedDaemonEnv+"="+dir)
+	cmd.Env = append(os.Environ(), env)
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		in.Close()
-		cmd.Process.Kill()
 		cmd.Wait()
 	})
-	return &seedProc{t: t, cmd: cmd, in: in, out: bufio.NewScanner(out)}
+	return cmd, in, out
 }
 
 // do sends a command and returns the daemon's answer, failing the test if
