@@ -133,6 +133,9 @@ func catalogue(t *testing.T, h *catalogueHost) []badRequest {
 	}
 	valid := helloBody("catalogue-case", nil, nil, nil)
 
+	// An ack as large as the route takes, bar a little room for its keys.
+	bigAck := mapOf(kv{"invocation_id", str("catalogue-no-such-invocation")}, kv{"state", str(wire.StateSucceeded)},
+		kv{"result_blob", msgp.AppendBytes(nil, bytes.Repeat([]byte{'r'}, wire.MaxResultBodyBytes-1024))}, kv{"error", msgp.AppendNil(nil)})
 	cases := []badRequest{
 		// Bodies past their route's limit: by Content-Length, refused
 		// before any of it is read, and chunked, cut off at the limit.
@@ -146,6 +149,15 @@ func catalogue(t *testing.T, h *catalogueHost) []badRequest {
 			send: chunked(wire.MaxControlBodyBytes + 64<<10)},
 		{name: "ack chunked past 16 MiB", path: wire.PathAck, want: 413, within: promptly,
 			send: chunked(wire.MaxResultBodyBytes + 64<<10)},
+		{name: "exec result chunked past 16 MiB", path: "/v1/daemon/exec/catalogue-exec/result", want: 413, within: promptly,
+			send: chunked(wire.MaxResultBodyBytes + 64<<10)},
+		// Bodies just inside the limit, well formed but for no known
+		// invocation: read whole, two at a time (the large-body slots),
+		// the rest waiting their turn, within the memory bound.
+		{name: "16 MiB ack for an unknown invocation (1 of 2)", path: wire.PathAck, body: bigAck, want: 404, wantBody: "unknown_invocation", within: promptly},
+		{name: "16 MiB ack for an unknown invocation (2 of 2)", path: wire.PathAck, body: bigAck, want: 404, wantBody: "unknown_invocation", within: promptly},
+		{name: "16 MiB ack for an unknown invocation, chunked", path: wire.PathAck, want: 404, wantBody: "unknown_invocation", within: promptly,
+			send: chunkedBody(bigAck)},
 		{name: "header block past 64 KiB", path: wire.PathHello, want: 431, within: promptly,
 			send: func(w io.Writer) error {
 				_, err := fmt.Fprintf(w, "X-Padding: %s\r\nContent-Length: 0\r\n\r\n", strings.Repeat("p", wire.MaxHeaderBytes+8<<10))
@@ -707,14 +719,20 @@ func headersOnly(n int) func(io.Writer) error {
 	}
 }
 
-// chunked sends n bytes as a chunked body, in 64 KiB chunks.
+// chunked sends n bytes of nil (0xc0) as a chunked body, in 64 KiB chunks.
 func chunked(n int) func(io.Writer) error {
+	return chunkedBody(bytes.Repeat([]byte{0xc0}, (n+64<<10-1)/(64<<10)*(64<<10)))
+}
+
+// chunkedBody sends body as a chunked body, in 64 KiB chunks.
+func chunkedBody(body []byte) func(io.Writer) error {
 	return func(w io.Writer) error {
 		if _, err := io.WriteString(w, "Transfer-Encoding: chunked\r\n\r\n"); err != nil {
 			return err
 		}
-		chunk := bytes.Repeat([]byte{0xc0}, 64<<10)
-		for sent := 0; sent < n; sent += len(chunk) {
+		for rest := body; len(rest) > 0; {
+			chunk := rest[:min(len(rest), 64<<10)]
+			rest = rest[len(chunk):]
 			if _, err := fmt.Fprintf(w, "%x\r\n%s\r\n", len(chunk), chunk); err != nil {
 				return err
 			}

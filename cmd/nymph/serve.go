@@ -19,6 +19,7 @@ import (
 	"github.com/nymphd/nymph/hostio/secretfile"
 	"github.com/nymphd/nymph/hostio/sqlstore"
 	"github.com/nymphd/nymph/wirecore/plane"
+	"github.com/nymphd/nymph/wirecore/wire"
 )
 
 // adminTokenFile is where serve keeps a generated admin token.
@@ -39,6 +40,7 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 	retain := flags.Duration("retain", 24*time.Hour, "how long finished execs (with their logs) and invocations are kept; 0 keeps them forever")
 	verbose := flags.Bool("v", false, "log every request-level decision at debug level")
 	maxWorkers := flags.Int("max-workers", plane.DefaultMaxWorkers, "how many workers (lost ones included) serve registers; the hello of a new machine past it is refused 503 with Retry-After")
+	maxLargeBodies := flags.Int("max-large-bodies", wire.DefaultMaxLargeBodies, "how many request bodies over 1 MiB are read and held at once (each may cost its route's limit, 16 MiB for an ack); one more waits for a slot, then is refused 503 with Retry-After")
 	insecureOpen := flags.Bool("insecure-no-daemon-auth", false, "serve daemon routes without a bearer on a --listen address that is not loopback: anyone who reaches it can register a daemon and take its commands")
 	if err := flags.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -52,6 +54,10 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	if *maxWorkers < 1 {
 		fmt.Fprintf(env.stderr, "nymph serve: --max-workers %d: must be at least 1\n", *maxWorkers)
+		return 2
+	}
+	if *maxLargeBodies < 1 {
+		fmt.Fprintf(env.stderr, "nymph serve: --max-large-bodies %d: must be at least 1\n", *maxLargeBodies)
 		return 2
 	}
 	if *tokenFile == "" && !*insecureOpen && !listenIsLoopback(*listen) {
@@ -70,7 +76,7 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 	if err := serve(ctx, env, log, serveOptions{
 		listen: *listen, dataDir: *dataDir, tokenFile: *tokenFile, relayTokenFile: *relayTokenFile,
 		adminFile: *adminFile, store: *storeKind, publicURL: *publicURL, target: *target, retain: *retain,
-		trustRelayDaemons: *trustRelays, maxWorkers: *maxWorkers, insecureOpen: *insecureOpen,
+		trustRelayDaemons: *trustRelays, maxWorkers: *maxWorkers, maxLargeBodies: *maxLargeBodies, insecureOpen: *insecureOpen,
 	}); err != nil {
 		fmt.Fprintf(env.stderr, "nymph serve: %v\n", err)
 		return 1
@@ -82,10 +88,11 @@ type serveOptions struct {
 	listen, dataDir, tokenFile, relayTokenFile, adminFile, store, publicURL, target string
 	retain                                                                          time.Duration
 	trustRelayDaemons                                                               bool
-	// maxWorkers is plane.Config.MaxWorkers; insecureOpen allows daemon
-	// routes without a bearer on an address other hosts reach.
-	maxWorkers   int
-	insecureOpen bool
+	// maxWorkers is plane.Config.MaxWorkers, maxLargeBodies
+	// planeserver.Config.MaxLargeBodies; insecureOpen allows daemon routes
+	// without a bearer on an address other hosts reach.
+	maxWorkers, maxLargeBodies int
+	insecureOpen               bool
 }
 
 // listenIsLoopback reports whether a --listen address is reachable from
@@ -165,7 +172,7 @@ func serve(ctx context.Context, env *cliEnv, log *slog.Logger, o serveOptions) e
 	srv, err := planeserver.New(ctx, planeserver.Config{
 		Store: store, Blobs: blobs,
 		DaemonToken: daemonTok, RelayToken: relayTok, AdminToken: adminTok,
-		PublicURL: base, TrustRelayDaemons: o.trustRelayDaemons,
+		PublicURL: base, TrustRelayDaemons: o.trustRelayDaemons, MaxLargeBodies: o.maxLargeBodies,
 		Plane: plane.Config{Entropy: rand.Reader, TargetVersion: o.target, Retain: o.retain, MaxWorkers: o.maxWorkers},
 		Log:   log,
 	})

@@ -32,6 +32,18 @@ func TestServeRefusesAnOpenNonLoopbackListen(t *testing.T) {
 	}
 }
 
+func TestServeMaxLargeBodiesMustBePositive(t *testing.T) {
+	for _, n := range []string{"0", "-2"} {
+		code, _, stderr := runServeOnce(t, "--data-dir", t.TempDir(), "--max-large-bodies", n)
+		if code != 2 || !strings.Contains(stderr, "--max-large-bodies "+n+": must be at least 1") {
+			t.Errorf("--max-large-bodies %s: exit %d, stderr %q", n, code, stderr)
+		}
+	}
+	if code, _, stderr := runServeOnce(t, "--data-dir", filepath.Join(t.TempDir(), "data"), "--max-large-bodies", "1"); code != 0 {
+		t.Errorf("--max-large-bodies 1: exit %d, stderr %q", code, stderr)
+	}
+}
+
 func TestServeMaxWorkersMustBePositive(t *testing.T) {
 	for _, n := range []string{"0", "-1"} {
 		code, _, stderr := runServeOnce(t, "--data-dir", t.TempDir(), "--max-workers", n)

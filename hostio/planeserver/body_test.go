@@ -10,7 +10,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -332,4 +334,96 @@ func TestServeAppliesTheBodyBounds(t *testing.T) {
 	if resp, _ := rc.response(2 * time.Second); resp.StatusCode != http.StatusRequestTimeout {
 		t.Fatalf("a body that never comes: %d, want 408", resp.StatusCode)
 	}
+}
+
+// readInBlocks reads src through bodyBlocks as readBody does, in reads of
+// at most step bytes, and returns the joined body, or false when it was
+// over the limit.
+func readInBlocks(src []byte, announced, limit int64, step int) ([]byte, bool) {
+	var in bodyBlocks
+	for {
+		p := in.space(announced, limit)
+		n := copy(p[:min(len(p), step)], src)
+		src = src[n:]
+		in.grew(n)
+		if in.n > limit {
+			return nil, false
+		}
+		if len(src) == 0 && n < len(p) {
+			return in.join(), true
+		}
+	}
+}
+
+// A body is read whole and unchanged whatever the read sizes; announced,
+// it is one buffer of its size and a spare byte; chunked past
+// wire.LargeBodyBytes, one buffer of the route's limit (never joined, so
+// never twice the body); refused at limit+1 bytes and taken at limit.
+func TestBodyBlocksHoldTheBodyOnce(t *testing.T) {
+	const limit = 3 << 20
+	body := make([]byte, 2<<20+12345)
+	_, _ = rand.Read(body)
+	for _, step := range []int{1 << 10, 64 << 10, 1 << 20} {
+		for _, announced := range []int64{int64(len(body)), -1} {
+			got, ok := readInBlocks(body, announced, limit, step)
+			if !ok || !bytes.Equal(got, body) {
+				t.Fatalf("step %d announced %d: ok %v, %d bytes back, equal %v", step, announced, ok, len(got), bytes.Equal(got, body))
+			}
+			if announced >= 0 && cap(got) != len(body)+1 {
+				t.Errorf("announced: cap %d, want %d", cap(got), len(body)+1)
+			}
+			if announced < 0 && cap(got) != limit+1 {
+				t.Errorf("chunked past %d bytes: cap %d, want the route's limit %d plus one", wire.LargeBodyBytes, cap(got), limit+1)
+			}
+		}
+	}
+	small := body[:wire.LargeBodyBytes-1]
+	if got, ok := readInBlocks(small, -1, limit, 64<<10); !ok || !bytes.Equal(got, small) || cap(got) != len(small) {
+		t.Errorf("chunked under %d bytes: ok %v, len %d cap %d, want one exact join", wire.LargeBodyBytes, ok, len(got), cap(got))
+	}
+	for _, announced := range []int64{limit, -1} {
+		at := make([]byte, limit)
+		if _, ok := readInBlocks(at, announced, limit, 64<<10); !ok {
+			t.Errorf("announced %d: a body of exactly the limit was refused", announced)
+		}
+	}
+	if _, ok := readInBlocks(make([]byte, limit+1), -1, limit, 64<<10); ok {
+		t.Error("chunked: a body one byte past the limit was taken")
+	}
+	if got, ok := readInBlocks(nil, -1, limit, 64<<10); !ok || len(got) != 0 {
+		t.Errorf("empty chunked body: ok %v, %d bytes", ok, len(got))
+	}
+}
+
+// A large body let go marks the heap for one collection, run when the
+// next large body takes a slot, and only then.
+func TestLargeBodyGarbageIsCollectedOncePerFreedBody(t *testing.T) {
+	ts := newTestServer(t, nil, nil)
+	before := gcCount()
+	ts.srv.collectLargeGarbage()
+	if gcCount() != before {
+		t.Fatal("collected with no large body freed")
+	}
+	b := &timedBody{s: ts.srv, rc: http.NewResponseController(httptest.NewRecorder()), announced: wire.LargeBodyBytes + 1}
+	if err := b.takeSlot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b.eof = true
+	b.finish()
+	if !ts.srv.largeBodyFreed.Load() {
+		t.Fatal("a large body's slot was freed without marking it")
+	}
+	if err := b.takeSlot(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if gcCount() == before {
+		t.Error("the next large body took its slot without a collection")
+	}
+	b.finish()
+}
+
+func gcCount() uint32 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.NumGC
 }

@@ -165,7 +165,7 @@ func FuzzPollBody(f *testing.F) {
 func FuzzAckBody(f *testing.F) {
 	seedGoldens(f, "ack_failed", "ack_succeeded")
 	fx := newFuzzFixture(f)
-	seedMsg(f, &wire.Ack{InvocationID: fx.invoke, State: wire.StateSucceeded, ResultBlob: wire.Blob("ok"), WorkerID: fx.worker})
+	seedMsg(f, &wire.Ack{InvocationID: fx.invoke, State: wire.StateSucceeded, ResultBlob: wire.SharedBlob("ok"), WorkerID: fx.worker})
 	seedMsg(f, &wire.Ack{InvocationID: fx.invoke, State: wire.StateFailed, Error: &wire.ErrorInfo{TypeName: "ValueError", Message: "no"}})
 	seedMsg(f, &wire.Ack{InvocationID: "setup-01KBX3Z8Q0P4N7RJ2C5V6W9Y0Z", State: wire.StateSucceeded, WorkerID: fx.worker})
 	f.Fuzz(func(t *testing.T, body []byte) {

@@ -103,6 +103,9 @@ type Server struct {
 	handler http.Handler
 	// largeBodies holds one token per large body being read or held.
 	largeBodies chan struct{}
+	// largeBodyFreed says a large body was let go since the last
+	// collectLargeGarbage.
+	largeBodyFreed atomic.Bool
 }
 
 // New loads the store and rebuilds the plane from it.

@@ -107,7 +107,7 @@ func (m *Machine) ack(invocationID, state string, blob []byte, errInfo *wire.Err
 	m.emit(PostAck{Ack: wire.Ack{
 		InvocationID: invocationID,
 		State:        state,
-		ResultBlob:   wire.Blob(blob),
+		ResultBlob:   wire.SharedBlob(blob),
 		Error:        errInfo,
 		WorkerID:     m.workerID,
 	}})

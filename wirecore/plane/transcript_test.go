@@ -285,7 +285,7 @@ func (h *harness) run(t *testing.T, c tcase) string {
 	case "tick":
 		ev = plane.Tick{At: at}
 	case "ack":
-		body := wire.Ack{InvocationID: h.id(a["inv"]), State: a["state"], ResultBlob: wire.Blob(a["blob"]), WorkerID: h.id(a["worker"])}
+		body := wire.Ack{InvocationID: h.id(a["inv"]), State: a["state"], ResultBlob: wire.SharedBlob(a["blob"]), WorkerID: h.id(a["worker"])}
 		if typ, msg, ok := strings.Cut(a["error"], ":"); ok {
 			body.Error = &wire.ErrorInfo{TypeName: typ, Message: msg}
 		}

@@ -46,6 +46,15 @@ type Text string
 // nil, and an array of small ints (how some serializers write bytes).
 type Blob []byte
 
+// SharedBlob is a Blob that, decoded from msgpack bin or str, shares the
+// bytes it was decoded from instead of copying them. It carries an ack's
+// result, which may be 16 MiB: a control plane reads the body, decodes
+// it and hands the ack to its core, which copies what it keeps, so a copy
+// at decode would only double the memory each large ack costs. The
+// decoded value is valid while the input is: a caller that reuses its
+// input buffer must copy first.
+type SharedBlob []byte
+
 // MarshalMsg implements msgp.Marshaler.
 func (f Float) MarshalMsg(b []byte) ([]byte, error) { return msgp.AppendFloat64(b, float64(f)), nil }
 
@@ -316,55 +325,100 @@ func (bl Blob) EncodeMsg(w *msgp.Writer) error { return w.WriteBytes(bl) }
 
 // UnmarshalMsg implements msgp.Unmarshaler. It reuses the Blob's capacity.
 func (bl *Blob) UnmarshalMsg(b []byte) ([]byte, error) {
+	v, rest, err := unmarshalBlob(b, (*bl)[:0], false)
+	if err == nil {
+		*bl = v
+	}
+	return rest, err
+}
+
+// unmarshalBlob decodes a Blob or SharedBlob from b. Bytes from bin or
+// str are appended to dst, or, when share is set, returned as the very
+// bytes of b.
+func unmarshalBlob(b, dst []byte, share bool) ([]byte, []byte, error) {
 	switch msgp.NextType(b) {
-	case msgp.BinType:
-		v, rest, err := msgp.ReadBytesZC(b)
-		if err != nil {
-			return b, err
+	case msgp.BinType, msgp.StrType:
+		read := msgp.ReadBytesZC
+		if msgp.NextType(b) == msgp.StrType {
+			read = msgp.ReadStringZC
 		}
-		*bl = append((*bl)[:0], v...)
-		return rest, nil
-	case msgp.StrType:
-		v, rest, err := msgp.ReadStringZC(b)
+		v, rest, err := read(b)
 		if err != nil {
-			return b, err
+			return nil, b, err
 		}
-		*bl = append((*bl)[:0], v...)
-		return rest, nil
+		if share {
+			return v, rest, nil
+		}
+		return append(dst, v...), rest, nil
 	case msgp.NilType:
-		*bl = (*bl)[:0]
-		return msgp.ReadNilBytes(b)
+		rest, err := msgp.ReadNilBytes(b)
+		return dst, rest, err
 	case msgp.ArrayType:
 		n, rest, err := msgp.ReadArrayHeaderBytes(b)
 		if err != nil {
-			return b, err
+			return nil, b, err
 		}
 		if uint64(n) > uint64(len(rest)) { // each element takes at least one byte
-			return b, msgp.ErrShortBytes
+			return nil, b, msgp.ErrShortBytes
 		}
-		out := (*bl)[:0]
 		for k := uint32(0); k < n; k++ {
 			var v numberValue
 			v, rest, err = readNumberBytes(rest)
 			if err != nil {
-				return b, err
+				return nil, b, err
 			}
 			c, err := v.int()
 			if err != nil || c < 0 || c > 255 {
-				return b, fmt.Errorf("wire: blob array element %d is not a byte", k)
+				return nil, b, fmt.Errorf("wire: blob array element %d is not a byte", k)
 			}
-			out = append(out, byte(c))
+			dst = append(dst, byte(c))
 		}
-		*bl = out
-		return rest, nil
+		return dst, rest, nil
 	}
-	return b, msgp.TypeError{Method: msgp.BinType, Encoded: msgp.NextType(b)}
+	return nil, b, msgp.TypeError{Method: msgp.BinType, Encoded: msgp.NextType(b)}
 }
 
 // DecodeMsg implements msgp.Decodable.
 func (bl *Blob) DecodeMsg(r *msgp.Reader) error {
 	if r.IsNil() { // msgp.Raw would read nil as no bytes at all
 		*bl = (*bl)[:0]
+		return r.ReadNil()
+	}
+	var raw msgp.Raw
+	if err := raw.DecodeMsg(r); err != nil {
+		return err
+	}
+	_, err := bl.UnmarshalMsg(raw)
+	return err
+}
+
+// IsZero reports whether bl is empty (see Blob.IsZero).
+func (bl SharedBlob) IsZero() bool { return len(bl) == 0 }
+
+// MarshalMsg implements msgp.Marshaler.
+func (bl SharedBlob) MarshalMsg(b []byte) ([]byte, error) { return msgp.AppendBytes(b, bl), nil }
+
+// Msgsize implements msgp.Sizer.
+func (bl SharedBlob) Msgsize() int { return msgp.BytesPrefixSize + len(bl) }
+
+// EncodeMsg implements msgp.Encodable.
+func (bl SharedBlob) EncodeMsg(w *msgp.Writer) error { return w.WriteBytes(bl) }
+
+// UnmarshalMsg implements msgp.Unmarshaler. The result shares b's bytes,
+// unless it was written as an array of ints.
+func (bl *SharedBlob) UnmarshalMsg(b []byte) ([]byte, error) {
+	v, rest, err := unmarshalBlob(b, nil, true)
+	if err == nil {
+		*bl = v
+	}
+	return rest, err
+}
+
+// DecodeMsg implements msgp.Decodable. A stream has no bytes to share:
+// the raw value read from it is the Blob's own.
+func (bl *SharedBlob) DecodeMsg(r *msgp.Reader) error {
+	if r.IsNil() {
+		*bl = nil
 		return r.ReadNil()
 	}
 	var raw msgp.Raw

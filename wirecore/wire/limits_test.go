@@ -153,7 +153,7 @@ func TestPollAndAckLimitsBothSidesOfEachBoundary(t *testing.T) {
 		{"error type one past", wire.Ack{InvocationID: "i", Error: &wire.ErrorInfo{TypeName: strings.Repeat("E", wire.MaxNameBytes+1)}}, wire.InvalidTooLong, "error.type"},
 		{"a long error message is kept", wire.Ack{InvocationID: "i", Error: &wire.ErrorInfo{TypeName: "ValueError",
 			Message: strings.Repeat("m", 1<<20), Traceback: ptr(strings.Repeat("t", 4<<20))}}, "", ""},
-		{"a large result blob is kept", wire.Ack{InvocationID: "i", ResultBlob: make(wire.Blob, 8<<20)}, "", ""},
+		{"a large result blob is kept", wire.Ack{InvocationID: "i", ResultBlob: make(wire.SharedBlob, 8<<20)}, "", ""},
 	}
 	for _, c := range acks {
 		checkRefusal(t, c.name, c.ack.Validate(), c.want, c.path)

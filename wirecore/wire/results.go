@@ -26,8 +26,9 @@ type Ack struct {
 	InvocationID string `msg:"invocation_id"`
 	// State is StateSucceeded, StateFailed or StateKilled.
 	State string `msg:"state"`
-	// ResultBlob is empty unless the run succeeded.
-	ResultBlob Blob       `msg:"result_blob"`
+	// ResultBlob is empty unless the run succeeded. Decoded, it shares the
+	// bytes it was decoded from (SharedBlob).
+	ResultBlob SharedBlob `msg:"result_blob"`
 	Error      *ErrorInfo `msg:"error"`
 	WorkerID   string     `msg:"worker_id,omitempty"`
 }

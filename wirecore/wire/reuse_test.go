@@ -1,10 +1,12 @@
 package wire_test
 
 import (
+	"bytes"
 	"runtime"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/nymphd/nymph/gen/goldens/vectors"
 	"github.com/nymphd/nymph/wirecore/wire"
 	"github.com/tinylib/msgp/msgp"
@@ -12,7 +14,8 @@ import (
 
 // TestDecodeIntoReusedValue: decoding into a value that already holds a
 // message gives the new message — strings that changed are replaced, those
-// that did not are kept — and nothing decoded aliases the input buffer.
+// that did not are kept — and nothing decoded aliases the input buffer
+// but a SharedBlob, which shares it by design (TestSharedBlobSharesInput).
 func TestDecodeIntoReusedValue(t *testing.T) {
 	for _, v := range vectors.All() {
 		t.Run(v.Name, func(t *testing.T) {
@@ -23,10 +26,13 @@ func TestDecodeIntoReusedValue(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			if diff := cmp.Diff(v.Value, got, valueOpts); diff != "" {
+				t.Errorf("second decode into the same value (-want +got):\n%s", diff)
+			}
 			for i := range in { // a reused input buffer gets overwritten
 				in[i] = 0xc1
 			}
-			if diff := cmp.Diff(v.Value, got, valueOpts); diff != "" {
+			if diff := cmp.Diff(v.Value, got, valueOpts, cmpopts.IgnoreTypes(wire.SharedBlob{})); diff != "" {
 				t.Errorf("second decode into the same value (-want +got):\n%s", diff)
 			}
 		})
@@ -47,6 +53,45 @@ func TestDecodeIntoReusedValue(t *testing.T) {
 		if diff := cmp.Diff(m, &reused, valueOpts); diff != "" {
 			t.Errorf("(-want +got):\n%s", diff)
 		}
+	}
+}
+
+// TestSharedBlobSharesInput: an ack's result decoded from bin or str is
+// the input's own bytes (a control plane's 16 MiB ack is not copied at
+// decode), and one written as an array of ints, or read from a stream, is
+// a copy.
+func TestSharedBlobSharesInput(t *testing.T) {
+	in, _ := (&wire.Ack{InvocationID: "i", State: wire.StateSucceeded, ResultBlob: wire.SharedBlob("result")}).MarshalMsg(nil)
+	var a wire.Ack
+	if _, err := a.UnmarshalMsg(in); err != nil {
+		t.Fatal(err)
+	}
+	at := bytes.LastIndex(in, []byte("result")) // the value, after the key "result_blob"
+	in[at] = 'R'
+	if string(a.ResultBlob) != "Result" {
+		t.Errorf("decoded from bin, the result is %q: a copy, not the input's bytes", a.ResultBlob)
+	}
+
+	var fromStr wire.SharedBlob
+	str := msgp.AppendString(nil, "text")
+	if _, err := fromStr.UnmarshalMsg(str); err != nil {
+		t.Fatal(err)
+	}
+	str[1] = 'T'
+	if string(fromStr) != "Text" {
+		t.Errorf("decoded from str, the result is %q: a copy, not the input's bytes", fromStr)
+	}
+
+	var fromArray wire.SharedBlob
+	arr := msgp.AppendInt(msgp.AppendInt(msgp.AppendArrayHeader(nil, 2), 104), 105)
+	if _, err := fromArray.UnmarshalMsg(arr); err != nil || string(fromArray) != "hi" {
+		t.Fatalf("array of ints decoded as %q, %v", fromArray, err)
+	}
+
+	var streamed wire.Ack
+	in, _ = (&wire.Ack{InvocationID: "i", State: wire.StateSucceeded, ResultBlob: wire.SharedBlob("result")}).MarshalMsg(nil)
+	if err := streamed.DecodeMsg(msgp.NewReader(bytes.NewReader(in))); err != nil || string(streamed.ResultBlob) != "result" {
+		t.Fatalf("streamed ack: result %q, %v", streamed.ResultBlob, err)
 	}
 }
 

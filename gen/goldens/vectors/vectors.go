@@ -569,7 +569,7 @@ func ackFailed() *wire.Ack {
 	return &wire.Ack{
 		InvocationID: "inv-04",
 		State:        wire.StateFailed,
-		ResultBlob:   wire.Blob{},
+		ResultBlob:   wire.SharedBlob{},
 		Error: &wire.ErrorInfo{
 			TypeName:  "ValueError",
 			Message:   "learning rate must be positive",
@@ -595,7 +595,7 @@ func ackFailedFields() M {
 
 // A succeeded ack without a worker id: error null, worker_id omitted.
 func ackSucceeded() *wire.Ack {
-	return &wire.Ack{InvocationID: "inv-05", State: wire.StateSucceeded, ResultBlob: wire.Blob{0x93, 1, 2, 3}}
+	return &wire.Ack{InvocationID: "inv-05", State: wire.StateSucceeded, ResultBlob: wire.SharedBlob{0x93, 1, 2, 3}}
 }
 
 func ackSucceededFields() M {
