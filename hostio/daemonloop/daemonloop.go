@@ -425,24 +425,35 @@ type pollDone struct {
 func (d *driver) postExecResult(e daemon.PostExecResult) {
 	body, err := e.Result.MarshalMsg(nil)
 	if err != nil {
-		d.feed(daemon.ResultPosted{ExecID: e.ExecID, Err: fmt.Errorf("daemonloop: encode exec result: %w", err)})
+		d.feed(daemon.ResultPosted{ExecID: e.ExecID, Status: daemon.StatusUnsent, Err: fmt.Errorf("daemonloop: encode exec result: %w", err)})
 		return
 	}
 	endpoint := "/v1/daemon/exec/" + url.PathEscape(e.ExecID) + "/result"
 	go func() {
-		d.feed(daemon.ResultPosted{ExecID: e.ExecID, Err: d.post(d.bg, transport.LaneControl, endpoint, body)})
+		err := d.post(d.bg, transport.LaneControl, endpoint, body)
+		d.feed(daemon.ResultPosted{ExecID: e.ExecID, Status: answeredStatus(err), Err: err})
 	}()
 }
 
 func (d *driver) postAck(e daemon.PostAck) {
 	body, err := e.Ack.MarshalMsg(nil)
 	if err != nil {
-		d.feed(daemon.AckPosted{InvocationID: e.Ack.InvocationID, Err: fmt.Errorf("daemonloop: encode ack: %w", err)})
+		d.feed(daemon.AckPosted{InvocationID: e.Ack.InvocationID, Status: daemon.StatusUnsent, Err: fmt.Errorf("daemonloop: encode ack: %w", err)})
 		return
 	}
 	go func() {
-		d.feed(daemon.AckPosted{InvocationID: e.Ack.InvocationID, Err: d.post(d.bg, transport.LaneControl, wire.PathAck, body)})
+		err := d.post(d.bg, transport.LaneControl, wire.PathAck, body)
+		d.feed(daemon.AckPosted{InvocationID: e.Ack.InvocationID, Status: answeredStatus(err), Err: err})
 	}()
+}
+
+// answeredStatus is the status a failed post was answered with, 0 when
+// no answer came (the core sends such a post again).
+func answeredStatus(err error) int {
+	if se, ok := errors.AsType[*transport.StatusError](err); ok {
+		return se.Status
+	}
+	return 0
 }
 
 func ok2xx(status int) bool { return status >= 200 && status <= 299 }

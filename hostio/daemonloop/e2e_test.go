@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -168,6 +169,25 @@ func TestHelloAndExec(t *testing.T) {
 	})
 	if st := h.board.Snapshot().Status; st.WorkerID != "w-1" {
 		t.Errorf("introspection worker id %q", st.WorkerID)
+	}
+}
+
+// An exec result the plane answers 503, then drops the connection on, is
+// sent again until it arrives: three posts, one result.
+func TestExecResultIsSentAgainUntilItArrives(t *testing.T) {
+	h := startDaemon(t, func(_ *daemon.Config, _ *Options, p *plane) { p.failResults = []int{http.StatusServiceUnavailable, 0} })
+	h.parked()
+	h.plane.push(execCmd("e1", "echo once", nil))
+	if res := h.result("e1"); res.ExitCode != 0 || res.Stdout != "once\n" {
+		t.Fatalf("result %+v", res)
+	}
+	h.plane.snapshot(func(p *plane) {
+		if p.resultPosts != 3 {
+			t.Errorf("%d result posts, want 3 (503, no answer, 200)", p.resultPosts)
+		}
+	})
+	if c := h.board.Snapshot().Status.Counters; c.ResultsFailed != 0 {
+		t.Errorf("ResultsFailed = %d for a result that arrived", c.ResultsFailed)
 	}
 }
 

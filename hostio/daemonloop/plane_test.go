@@ -51,6 +51,12 @@ type plane struct {
 	// pollGen numbers polls: a daemon parks one poll at a time, so a poll
 	// overtaken by a newer one was abandoned and must not take commands
 	// (over HTTP its answer could be lost with the cancelled request).
+	// failResults answers the first exec result posts with these statuses
+	// (0: the connection is dropped without an answer); resultPosts
+	// counts every result post, failed or not.
+	failResults []int
+	resultPosts int
+
 	pollGen int
 	hellos  []wire.HelloRequest
 	polls   []polled
@@ -102,6 +108,13 @@ func cmd(id, kind string, body msgp.Marshaler) wire.Command {
 func (p *plane) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	status, reply := p.handle(r.Context(), r.URL.Path, body)
+	if status == 0 {
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close() // no answer at all
+			return
+		}
+		status = http.StatusBadGateway
+	}
 	w.Header().Set("Content-Type", wire.ContentTypeMsgpack)
 	w.WriteHeader(status)
 	w.Write(reply)
@@ -165,6 +178,12 @@ func (p *plane) handle(ctx context.Context, path string, body []byte) (int, []by
 			p.chunks[id] = append(p.chunks[id], body...)
 			return 200, nil
 		case "result":
+			p.resultPosts++
+			if len(p.failResults) > 0 {
+				status := p.failResults[0]
+				p.failResults = p.failResults[1:]
+				return status, nil
+			}
 			var res wire.ExecResult
 			if _, err := res.UnmarshalMsg(body); err != nil {
 				return 400, nil

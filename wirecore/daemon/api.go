@@ -149,6 +149,7 @@ const (
 	TimerIdle      TimerID = "idle"      // keep_alive_s of continuous idleness
 	TimerGrace     TimerID = "grace"     // [shutdown] grace_s after the first signal
 	TimerHibernate TimerID = "hibernate" // a hibernate's until_epoch_s
+	TimerRepost    TimerID = "repost"    // the earliest failed post to send again
 )
 
 // SignalKind is the signal the driver received.
@@ -244,16 +245,24 @@ type TimerFired struct {
 type Signal struct{ Kind SignalKind }
 
 // AckPosted answers PostAck: the ack reached the control plane, or Err
-// says why not. A failed ack is logged and dropped; either way the outcome
-// counts as delivered for the purpose of exiting.
+// says why not, and Status is the control plane's answer (0 when none
+// came, StatusUnsent when the driver could not send it). A failure that
+// may pass (no answer, 408, 429, 5xx) is sent again on the post's budget
+// (PostAttempts); any other is logged and dropped.
 type AckPosted struct {
 	InvocationID string
+	Status       int
 	Err          error
 }
+
+// StatusUnsent is the Status of a post the driver could not make at all
+// (it could not encode the body): sending it again would fail the same way.
+const StatusUnsent = -1
 
 // ResultPosted answers PostExecResult, as AckPosted does for acks.
 type ResultPosted struct {
 	ExecID string
+	Status int
 	Err    error
 }
 
@@ -333,13 +342,14 @@ type StartSetup struct {
 type CancelInFlight struct{}
 
 // PostExecResult: POST Result to /v1/daemon/exec/{ExecID}/result. Feed back
-// ResultPosted{ExecID}.
+// ResultPosted{ExecID, Status, Err}. A failed post may be emitted again.
 type PostExecResult struct {
 	ExecID string
 	Result wire.ExecResult
 }
 
-// PostAck: POST Ack to /v1/daemon/ack. Feed back AckPosted{InvocationID}.
+// PostAck: POST Ack to /v1/daemon/ack. Feed back AckPosted{InvocationID,
+// Status, Err}. A failed post may be emitted again.
 type PostAck struct {
 	Ack wire.Ack
 }

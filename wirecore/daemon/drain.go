@@ -44,6 +44,8 @@ func (m *Machine) onTimer(now time.Time, e TimerFired) {
 		m.cancelInFlight(now, "shutdown grace expired")
 	case TimerHibernate:
 		m.resume(now)
+	case TimerRepost:
+		m.onRepost(now)
 	}
 }
 
@@ -81,7 +83,7 @@ func (m *Machine) drain(now time.Time, reason string) {
 	m.cancelTimer(TimerHibernate)
 	m.hibernateTill = time.Time{}
 	m.setState(StateDraining)
-	if m.busy() || m.parked != 0 {
+	if m.busy() || m.parked != 0 || m.repostsWaiting() {
 		m.setTimer(TimerGrace, now.Add(seconds(max(m.cfg.GraceS, 0))))
 	}
 	m.checkDrained()
@@ -111,6 +113,7 @@ func (m *Machine) cancelInFlight(now time.Time, reason string) {
 		m.ack(setupInvocationID(c.ID), wire.StateKilled, nil, cancelledError())
 	}
 	m.setups = m.setups[:0]
+	m.giveUpReposts()
 	if m.parked != 0 {
 		// Under KeepPollOnWake the drain waited for this poll's reply;
 		// now it stops waiting. Commands in a reply that still arrives
@@ -126,7 +129,7 @@ func (m *Machine) cancelInFlight(now time.Time, reason string) {
 // or queued, every outcome posted, and no poll in flight (only under
 // KeepPollOnWake does a drain leave one).
 func (m *Machine) checkDrained() {
-	if !m.draining || m.exited || m.busy() || m.postsPending > 0 || m.parked != 0 {
+	if !m.draining || m.exited || m.busy() || len(m.outbox) > 0 || m.parked != 0 {
 		return
 	}
 	m.cancelTimer(TimerGrace)
@@ -134,7 +137,7 @@ func (m *Machine) checkDrained() {
 }
 
 func (m *Machine) exit(code int, reason string) {
-	for _, id := range [...]TimerID{TimerBackoff, TimerIdle, TimerGrace, TimerHibernate} {
+	for _, id := range [...]TimerID{TimerBackoff, TimerIdle, TimerGrace, TimerHibernate, TimerRepost} {
 		m.cancelTimer(id)
 	}
 	m.setState(StateExiting)

@@ -18,8 +18,12 @@ import (
 //
 //   - at most one poll is parked (not cancelled, not answered);
 //   - no poll is sent while every permit is taken;
-//   - every exec, run and setup the machine accepted is answered exactly
-//     once (an exec result or an ack);
+//   - every exec, run and setup the machine accepted is answered (an exec
+//     result or an ack) and delivered at most once: a post that failed for
+//     a reason that may pass (503, no answer) is sent again, one the plane
+//     refused (404) never is, none is sent while another of the same
+//     outcome is in flight, and by exit 0 each was delivered or its last
+//     post failed;
 //   - exit 0 comes only when nothing runs, every post was answered and no
 //     poll is parked;
 //   - under KeepPollOnWake (half the seeds) no poll is ever abandoned and
@@ -53,8 +57,12 @@ type sim struct {
 	runs      []string
 	setup     string // the running setup's command id
 	refresh   string // the setup whose capabilities are being detected
-	posts     []Event
-	answered  map[string]int // "exec:e1", "ack:r1" → times answered
+	posts     []postAnswer
+	answered  map[string]int  // "exec:e1", "ack:r1" → times posted
+	delivered map[string]int  // → posts answered 2xx
+	inflight  map[string]bool // → a post awaits its answer
+	refused   map[string]bool // → a post was answered 404
+	lastOK    map[string]bool // → whether the last answered post succeeded
 	accepted  map[string]bool
 	exited    *Exit
 	nextID    int
@@ -77,7 +85,8 @@ func newSim(seed uint64, maxInv int) *sim {
 		m:        New(cfg, rand.New(rand.NewPCG(seed, 7))),
 		polls:    map[uint64]bool{},
 		timers:   map[TimerID]time.Time{},
-		answered: map[string]int{},
+		answered: map[string]int{}, delivered: map[string]int{}, inflight: map[string]bool{},
+		refused: map[string]bool{}, lastOK: map[string]bool{},
 		accepted: map[string]bool{},
 	}
 }
@@ -158,9 +167,10 @@ func (s *sim) pick() Event {
 	}
 	if len(s.posts) > 0 {
 		choices = append(choices, func() Event {
-			ev := s.posts[0]
+			p := s.posts[0]
 			s.posts = s.posts[1:]
-			return ev
+			s.inflight[p.key] = false
+			return p.ev
 		})
 	}
 	if len(s.timers) > 0 {
@@ -287,9 +297,13 @@ func (s *sim) apply(e Effect) error {
 		// The driver's cancellation: every running piece reports soon;
 		// the random order of pick() models "soon".
 	case PostExecResult:
-		return s.answer("exec:"+e.ExecID, ResultPosted{ExecID: e.ExecID})
+		return s.answer("exec:"+e.ExecID, func(status int, err error) Event {
+			return ResultPosted{ExecID: e.ExecID, Status: status, Err: err}
+		})
 	case PostAck:
-		return s.answer("ack:"+e.Ack.InvocationID, AckPosted{InvocationID: e.Ack.InvocationID})
+		return s.answer("ack:"+e.Ack.InvocationID, func(status int, err error) Event {
+			return AckPosted{InvocationID: e.Ack.InvocationID, Status: status, Err: err}
+		})
 	case SetTimer:
 		s.timers[e.ID] = e.At
 	case CancelTimer:
@@ -306,8 +320,8 @@ func (s *sim) apply(e Effect) error {
 				}
 			}
 			for k := range s.accepted {
-				if s.answered[k] != 1 {
-					return fmt.Errorf("exit 0 but %s answered %d times", k, s.answered[k])
+				if s.answered[k] == 0 || s.delivered[k] == 0 && s.lastOK[k] {
+					return fmt.Errorf("exit 0 but %s was posted %d times, delivered %d", k, s.answered[k], s.delivered[k])
 				}
 			}
 		}
@@ -317,11 +331,37 @@ func (s *sim) apply(e Effect) error {
 
 func (s *sim) accept(key string) { s.accepted[key] = true }
 
-func (s *sim) answer(key string, ev Event) error {
-	s.answered[key]++
-	if s.answered[key] > 1 {
-		return fmt.Errorf("%s answered twice", key)
+// answer takes a post of key and queues its answer: mostly 200, else
+// 503, no answer at all, or a 404 refusal.
+func (s *sim) answer(key string, answered func(status int, err error) Event) error {
+	switch {
+	case s.inflight[key]:
+		return fmt.Errorf("%s posted while a post of it is in flight", key)
+	case s.delivered[key] > 0:
+		return fmt.Errorf("%s posted again after it was delivered", key)
+	case s.refused[key]:
+		return fmt.Errorf("%s posted again after the plane refused it", key)
 	}
-	s.posts = append(s.posts, ev)
+	s.answered[key]++
+	s.inflight[key] = true
+	var ev Event
+	switch s.r.IntN(8) {
+	case 0:
+		ev, s.lastOK[key] = answered(503, errors.New("status 503")), false
+	case 1:
+		ev, s.lastOK[key] = answered(0, errors.New("connection reset")), false
+	case 2:
+		ev, s.lastOK[key], s.refused[key] = answered(404, errors.New("status 404")), false, true
+	default:
+		ev, s.lastOK[key] = answered(200, nil), true
+		s.delivered[key]++
+	}
+	s.posts = append(s.posts, postAnswer{key: key, ev: ev})
 	return nil
+}
+
+// postAnswer is the queued answer to one post.
+type postAnswer struct {
+	key string
+	ev  Event
 }

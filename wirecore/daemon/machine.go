@@ -43,7 +43,7 @@ type Machine struct {
 	refreshing    bool
 	pendingCaps   *wire.Capabilities // to ship as updated_capabilities
 	capsFirstSeq  uint64             // first poll that carried pendingCaps; 0: not sent yet
-	postsPending  int
+	outbox        []*outgoing        // outcomes being posted, or waiting to be sent again
 	idleSince     time.Time
 	hibernateTill time.Time
 
@@ -74,7 +74,7 @@ type heldWork struct {
 	kind      string    // resolved runner kind of run
 }
 
-const timerCount = 4
+const timerCount = 5
 
 func timerIndex(id TimerID) int {
 	switch id {
@@ -86,6 +86,8 @@ func timerIndex(id TimerID) int {
 		return 2
 	case TimerHibernate:
 		return 3
+	case TimerRepost:
+		return 4
 	}
 	return -1
 }
@@ -151,9 +153,9 @@ func (m *Machine) Step(now time.Time, ev Event) []Effect {
 	case Signal:
 		m.onSignal(now, e)
 	case AckPosted:
-		m.onPosted(now, "ack", e.InvocationID, e.Err, &m.counters.AcksFailed)
+		m.onPosted(now, "ack", e.InvocationID, e.Status, e.Err, &m.counters.AcksFailed)
 	case ResultPosted:
-		m.onPosted(now, "exec result", e.ExecID, e.Err, &m.counters.ResultsFailed)
+		m.onPosted(now, "exec result", e.ExecID, e.Status, e.Err, &m.counters.ResultsFailed)
 	}
 	return m.out
 }
@@ -173,7 +175,7 @@ func (m *Machine) Status() Status {
 		Held:          len(m.held),
 		SetupsQueued:  len(m.setups),
 		SetupRunning:  m.setup != nil,
-		PostsPending:  m.postsPending,
+		PostsPending:  len(m.outbox),
 		PermitsFree:   free,
 		BackoffBaseS:  m.backoff.base,
 		LastPollAt:    m.lastPollAt,

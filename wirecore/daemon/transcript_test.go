@@ -245,12 +245,19 @@ func (h *harness) do(b block) (string, error) {
 		if len(h.posts) == 0 {
 			return "", errors.New("no post pending")
 		}
+		status := 0 // no answer at all
+		if v, ok := kv["status"]; ok {
+			var err error
+			if status, err = strconv.Atoi(v); err != nil {
+				return "", fmt.Errorf("post-fail status=%q: %w", v, err)
+			}
+		}
 		switch p := h.posts[0].(type) {
 		case AckPosted:
-			p.Err = errors.New(kv["err"])
+			p.Status, p.Err = status, errors.New(kv["err"])
 			evs = append(evs, p)
 		case ResultPosted:
-			p.Err = errors.New(kv["err"])
+			p.Status, p.Err = status, errors.New(kv["err"])
 			evs = append(evs, p)
 		}
 		h.posts = h.posts[1:]

@@ -88,36 +88,6 @@ func (m *Machine) released(now time.Time) {
 	}
 }
 
-func (m *Machine) onPosted(now time.Time, what, id string, err error, failed *uint64) {
-	if m.postsPending == 0 {
-		m.log(slog.LevelWarn, what+" posted but none was pending", slog.String("id", id))
-		return
-	}
-	m.postsPending--
-	if err != nil {
-		// Ack failures are logged and dropped; they never reach the loop.
-		*failed++
-		m.log(slog.LevelWarn, what+" not delivered", slog.String("id", id), slog.String("error", err.Error()))
-	}
-	m.checkDrained()
-}
-
-func (m *Machine) ack(invocationID, state string, blob []byte, errInfo *wire.ErrorInfo) {
-	m.postsPending++
-	m.emit(PostAck{Ack: wire.Ack{
-		InvocationID: invocationID,
-		State:        state,
-		ResultBlob:   wire.SharedBlob(blob),
-		Error:        errInfo,
-		WorkerID:     m.workerID,
-	}})
-}
-
-func (m *Machine) postExecResult(execID string, r wire.ExecResult) {
-	m.postsPending++
-	m.emit(PostExecResult{ExecID: execID, Result: r})
-}
-
 // answerExecUnstarted posts the result of an exec that never ran: exit
 // code -1 is the spec's "cancellation at shutdown".
 func (m *Machine) answerExecUnstarted(execID, why string) {
