@@ -51,15 +51,10 @@ func (o *outgoing) id() string {
 }
 
 // postRetryable reports whether a post that got status (0: no answer at
-// all; StatusUnsent is not retried) may succeed if sent again: no answer, a timeout, a rate limit, or
-// the control plane (or a relay's upstream) unavailable.
-func postRetryable(status int) bool {
-	switch status {
-	case 0, 408, 429, 500, 502, 503, 504:
-		return true
-	}
-	return false
-}
+// all; StatusUnsent is not retried) may succeed if sent again: no answer,
+// or a status a hello or poll would retry too (a timeout, a rate limit,
+// the control plane or a relay's upstream unavailable).
+func postRetryable(status int) bool { return status == 0 || retryableStatus(status) }
 
 func (m *Machine) ack(invocationID, state string, blob []byte, errInfo *wire.ErrorInfo) {
 	m.post(&outgoing{ack: &wire.Ack{
