@@ -167,7 +167,7 @@ func (m *Machine) otaUpdate(c wire.OTAUpdateCommand) {
 	switch {
 	case m.draining:
 		m.skip(c.ID, c.CommandKind(), "daemon is draining")
-	case !isSHA256Hex(u.SHA256):
+	case !wire.ValidSHA256(u.SHA256):
 		m.skip(c.ID, c.CommandKind(), "sha256 is not 64 hex characters")
 	case u.Version == m.cfg.DaemonVersion:
 		m.log(slog.LevelInfo, "ota_update to the running version: nothing to do",
@@ -184,7 +184,7 @@ func (m *Machine) hibernate(now time.Time, h wire.HibernateCommand) {
 		m.skip(h.ID, h.CommandKind(), "daemon is draining")
 		return
 	}
-	until := epochTime(float64(h.Body.UntilEpochS))
+	until := wire.EpochTime(float64(h.Body.UntilEpochS))
 	m.hibernateTill = until
 	m.stopIdle()
 	m.cancelTimer(TimerBackoff)
@@ -214,7 +214,7 @@ func (m *Machine) resume(now time.Time) {
 
 func (m *Machine) queueSetup(now time.Time, c wire.SetupCommand) {
 	if m.draining {
-		m.ack(setupInvocationID(c.ID), wire.StateKilled, nil,
+		m.ack(wire.SetupInvocationID(c.ID), wire.StateKilled, nil,
 			&wire.ErrorInfo{TypeName: wire.ErrTypeCancelled, Message: ShutdownMessage})
 		return
 	}
@@ -242,7 +242,7 @@ func (m *Machine) setupRun(c wire.SetupCommand) wire.Run {
 	}
 	script := c.Body.Script
 	run := wire.Run{
-		InvocationID: setupInvocationID(c.ID),
+		InvocationID: wire.SetupInvocationID(c.ID),
 		Function:     wire.Function{Module: "_setup", Qualname: qualname},
 		RunConfig:    wire.RunConfig{Runner: RunnerProcess},
 		Script:       &script,
@@ -262,8 +262,6 @@ func (m *Machine) setupWorkdir(commandID string) string {
 	return dir + "_setup-" + commandID
 }
 
-func setupInvocationID(commandID string) string { return "setup-" + commandID }
-
 func (m *Machine) onSetupFinished(now time.Time, e SetupFinished) {
 	if m.setup == nil || m.setup.ID != e.CommandID || m.refreshing {
 		m.log(slog.LevelWarn, "finish of an unknown setup ignored", slog.String("command_id", e.CommandID))
@@ -271,7 +269,7 @@ func (m *Machine) onSetupFinished(now time.Time, e SetupFinished) {
 	}
 	m.counters.Setups++
 	c := m.setup
-	id := setupInvocationID(c.ID)
+	id := wire.SetupInvocationID(c.ID)
 	switch {
 	case e.Killed:
 		m.ack(id, wire.StateKilled, nil, cancelledError())
@@ -314,7 +312,7 @@ func (m *Machine) onCapabilities(now time.Time, e CapabilitiesRefreshed) {
 		m.cfg.Runners = caps.Runners
 	}
 	if m.cfg.KeepPollOnWake {
-		m.ack(setupInvocationID(e.CommandID), wire.StateSucceeded, nil, nil)
+		m.ack(wire.SetupInvocationID(e.CommandID), wire.StateSucceeded, nil, nil)
 	}
 	m.setupDone(now)
 }

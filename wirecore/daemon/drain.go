@@ -110,7 +110,7 @@ func (m *Machine) cancelInFlight(now time.Time, reason string) {
 	}
 	m.held = m.held[:0]
 	for _, c := range m.setups {
-		m.ack(setupInvocationID(c.ID), wire.StateKilled, nil, cancelledError())
+		m.ack(wire.SetupInvocationID(c.ID), wire.StateKilled, nil, cancelledError())
 	}
 	m.setups = m.setups[:0]
 	m.giveUpReposts()

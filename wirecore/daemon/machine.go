@@ -3,7 +3,6 @@ package daemon
 import (
 	"fmt"
 	"log/slog"
-	"math"
 	"slices"
 	"time"
 
@@ -224,28 +223,4 @@ func is2xx(status int) bool { return status >= 200 && status <= 299 }
 // retryableStatus: a hello that failed this way may succeed later.
 func retryableStatus(status int) bool {
 	return status >= 500 || status == 408 || status == 429
-}
-
-func epochTime(s float64) time.Time {
-	if math.IsNaN(s) || s <= 0 {
-		return time.Unix(0, 0)
-	}
-	if s > 1e11 { // far future: clamp rather than overflow
-		s = 1e11
-	}
-	sec, frac := math.Modf(s)
-	return time.Unix(int64(sec), int64(frac*1e9))
-}
-
-func isSHA256Hex(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-			return false
-		}
-	}
-	return true
 }

@@ -6,17 +6,6 @@ import "github.com/tinylib/msgp/msgp"
 // allocated for them (a count is 4 bytes; its elements would be far more).
 //msgp:limit arrays:65536 maps:65536
 
-// Endpoint paths of protocol "1". Every route is a POST.
-const (
-	PathHello = "/v1/daemon/hello"
-	PathPoll  = "/v1/daemon/poll"
-	PathAck   = "/v1/daemon/ack"
-	PathKeys  = "/v1/daemon/keys"
-	PathEvent = "/v1/daemon/event"
-	// PathResultChunk is served by control planes but never posted by nymph.
-	PathResultChunk = "/v1/daemon/result-chunk"
-)
-
 // Content types used on the wire.
 const (
 	ContentTypeMsgpack = "application/x-msgpack"
