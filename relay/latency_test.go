@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/nymphd/nymph/hostio/fifoclient"
-	"github.com/nymphd/nymph/hostio/inlinehttp"
 	"github.com/nymphd/nymph/hostio/transport"
+	"github.com/nymphd/nymph/relay/internal/inlinehttp"
 	"github.com/nymphd/nymph/wirecore/frame"
 	"github.com/nymphd/nymph/wirecore/wire"
 	"golang.org/x/sys/unix"

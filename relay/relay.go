@@ -5,7 +5,7 @@
 // It decides how pipes are found (a scan, then inotify), how each one is
 // read (one non-blocking fd in Go's poller per pipe, one parked goroutine),
 // which frames are forwarded (the allow-list of package policy), what
-// carries them upstream (hostio/inlinehttp on the pump's own goroutine for
+// carries them upstream (internal/inlinehttp on the pump's own goroutine for
 // a cleartext upstream, net/http's HTTP/2 client for https or a proxy), how
 // replies are addressed (by request id when the frame carries one, raw
 // otherwise), and how it shuts down (stop reading, a grace for requests in

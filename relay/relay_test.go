@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nymphd/nymph/hostio/inlinehttp"
+	"github.com/nymphd/nymph/relay/internal/inlinehttp"
 	"github.com/nymphd/nymph/relay/policy"
 	"github.com/nymphd/nymph/wirecore/frame"
 	"github.com/nymphd/nymph/wirecore/wire"

@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nymphd/nymph/hostio/inlinehttp"
+	"github.com/nymphd/nymph/relay/internal/inlinehttp"
 	"github.com/nymphd/nymph/relay/policy"
 	"github.com/nymphd/nymph/wirecore/frame"
 )

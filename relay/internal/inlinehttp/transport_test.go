@@ -322,7 +322,7 @@ func TestOnlyCleartextHTTP(t *testing.T) {
 // BenchmarkRoundTrip compares a small POST through this transport and
 // through net/http's, one caller at a time.
 //
-//	go test -run '^$' -bench RoundTrip ./hostio/inlinehttp/
+//	go test -run '^$' -bench RoundTrip ./relay/internal/inlinehttp/
 func BenchmarkRoundTrip(b *testing.B) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
