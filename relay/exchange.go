@@ -187,7 +187,7 @@ func (x *exchange) settleID(envErr error) error {
 	case x.fileID != "" && id != "" && id != x.fileID:
 		return fmt.Errorf("envelope id %.80q differs from the file's %q", id, x.fileID)
 	case x.fileID != "":
-	case id != "" && !policy.ValidID(id):
+	case id != "" && !frame.ValidID(id):
 		return fmt.Errorf("envelope id %.80q is not a valid id", id)
 	default:
 		x.id = id
@@ -218,7 +218,7 @@ func (x *exchange) sourceFailed(err error) (reply, bool) {
 		if x.id == "" && x.fileID == "" && x.have > 0 {
 			// The id may have arrived before the frame was cut off.
 			env, _ := frame.ReadEnvelope(x.buf[:x.have], int(x.size))
-			if policy.ValidID(env.ID) {
+			if frame.ValidID(env.ID) {
 				x.id = env.ID
 			}
 		}

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nymphd/nymph/relay/policy"
+	"github.com/nymphd/nymph/wirecore/frame"
 	"golang.org/x/sys/unix"
 )
 
@@ -65,7 +65,7 @@ func (s *spoolSet) poll(rl *Relay) {
 		}
 		for _, e := range ents {
 			id, ok := strings.CutSuffix(e.Name(), ".frame")
-			if !ok || !policy.ValidID(id) {
+			if !ok || !frame.ValidID(id) {
 				continue // a .tmp being written, or a name we never answer
 			}
 			key := rel + "/" + id

@@ -1,7 +1,7 @@
 // Package policy decides what a relay lets through to the control plane:
-// which endpoints a frame may name, which request ids it accepts, which
-// envelope headers it forwards, and how an endpoint is joined to the
-// upstream base URL.
+// which endpoints a frame may name, which envelope headers it forwards, and
+// how an endpoint is joined to the upstream base URL. Which request ids it
+// accepts is the envelope format's rule, frame.ValidID.
 //
 // It does not decide how frames are read or how the upstream is called; it is
 // pure string checking so that every rule can be tested by table.
@@ -12,19 +12,49 @@ import (
 	"fmt"
 	"net/textproto"
 	"net/url"
+	"slices"
 	"strings"
+
+	"github.com/nymphd/nymph/wirecore/wire"
 )
 
 // MaxEndpoint is the longest endpoint a frame may name.
 const MaxEndpoint = 512
 
-// MaxID is the longest request id the relay accepts; ids become spool file
-// names, so they stay well below NAME_MAX.
-const MaxID = 200
+// routes is the allow-list: the daemon routes of protocol "1"
+// (docs/protocol.md, "Endpoints"), the fixed ones and the three with a
+// parameter, split into segments.
+var routes = splitRoutes(slices.Concat(wire.DaemonRoutes[:],
+	[]string{wire.PatternExecResult, wire.PatternExecChunk, wire.PatternPresign}))
 
-// The fixed daemon routes of the allow-list (spec 001).
-var daemonRoutes = map[string]bool{
-	"hello": true, "poll": true, "ack": true, "keys": true, "event": true, "result-chunk": true,
+// maxSegments is the most segments a route has; an endpoint with more is
+// refused without being split further.
+const maxSegments = 5
+
+// segment is one segment of a route: a literal, or a path parameter (an
+// exec id, a namespace), which validName checks.
+type segment struct {
+	literal string
+	param   bool
+}
+
+// splitRoutes splits each route at "/"; a segment in braces ("{exec_id}",
+// as the ServeMux patterns write them) is a parameter.
+func splitRoutes(paths []string) [][]segment {
+	out := make([][]segment, 0, len(paths))
+	for _, p := range paths {
+		parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
+		if len(parts) > maxSegments {
+			panic(fmt.Sprintf("policy: route %s has more than %d segments", p, maxSegments))
+		}
+		route := make([]segment, len(parts))
+		for i, part := range parts {
+			param := strings.HasPrefix(part, "{") && strings.HasSuffix(part, "}")
+			route[i] = segment{literal: part, param: param}
+		}
+		out = append(out, route)
+	}
+	return out
 }
 
 // CheckEndpoint returns nil when endpoint is on the allow-list and clean:
@@ -34,7 +64,7 @@ func CheckEndpoint(endpoint string) error {
 	if err := checkClean(endpoint); err != nil {
 		return fmt.Errorf("endpoint %.80q: %w", endpoint, err)
 	}
-	var buf [6]string // the longest allowed route has five segments
+	var buf [maxSegments + 1]string // one more: a longer endpoint matches nothing
 	seg := splitInto(buf[:0], endpoint[1:])
 	if allowed(seg) {
 		return nil
@@ -77,15 +107,24 @@ func splitInto(dst []string, s string) []string {
 }
 
 func allowed(seg []string) bool {
-	switch {
-	case len(seg) == 3 && seg[0] == "v1" && seg[1] == "daemon":
-		return daemonRoutes[seg[2]]
-	case len(seg) == 5 && seg[0] == "v1" && seg[1] == "daemon" && seg[2] == "exec":
-		return validName(seg[3]) && (seg[4] == "result" || seg[4] == "chunk")
-	case len(seg) == 5 && seg[0] == "v1" && seg[1] == "namespaces":
-		return validName(seg[2]) && seg[3] == "payloads" && seg[4] == "presign"
+	for _, route := range routes {
+		if matches(route, seg) {
+			return true
+		}
 	}
 	return false
+}
+
+func matches(route []segment, seg []string) bool {
+	if len(route) != len(seg) {
+		return false
+	}
+	for i, want := range route {
+		if want.param && !validName(seg[i]) || !want.param && seg[i] != want.literal {
+			return false
+		}
+	}
+	return true
 }
 
 // validName reports whether s is a path parameter (an exec id or a
@@ -105,20 +144,6 @@ func validName(s string) bool {
 
 func nameByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
-}
-
-// ValidID reports whether id may name a request: [A-Za-z0-9][A-Za-z0-9._-]*
-// without "..", at most MaxID bytes. The id is echoed in replies and names
-// spool files, so it must never be a path.
-func ValidID(id string) bool {
-	if id == "" || len(id) > MaxID || strings.Contains(id, "..") {
-		return false
-	}
-	c := id[0]
-	if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-		return false
-	}
-	return validName(id)
 }
 
 // ForwardHeader returns the canonical name of an envelope header the relay

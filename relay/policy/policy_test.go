@@ -4,6 +4,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/nymphd/nymph/wirecore/wire"
 )
 
 func TestCheckEndpoint(t *testing.T) {
@@ -58,28 +60,14 @@ func TestCheckEndpoint(t *testing.T) {
 	}
 }
 
-func TestValidID(t *testing.T) {
-	for _, tc := range []struct {
-		id string
-		ok bool
-	}{
-		{"a", true},
-		{"01HXYZ-42", true},
-		{"boot.1_2-3", true},
-		{"", false},
-		{".hidden", false},
-		{"-x", false},
-		{"_x", false},
-		{"a..b", false},
-		{"a/b", false},
-		{"a b", false},
-		{"a\x00", false},
-		{"é", false},
-		{strings.Repeat("a", MaxID), true},
-		{strings.Repeat("a", MaxID+1), false},
-	} {
-		if got := ValidID(tc.id); got != tc.ok {
-			t.Errorf("ValidID(%q) = %v, want %v", tc.id, got, tc.ok)
+// The allow-list is wire's list of routes: each one, its parameters filled
+// in, passes.
+func TestAllowListIsTheWireRoutes(t *testing.T) {
+	endpoints := append(wire.DaemonRoutes[:],
+		wire.PathExecResult("e-1"), wire.PathExecChunk("e-1"), wire.PathPresign("team.a"))
+	for _, endpoint := range endpoints {
+		if err := CheckEndpoint(endpoint); err != nil {
+			t.Errorf("CheckEndpoint(%q) = %v", endpoint, err)
 		}
 	}
 }

@@ -320,19 +320,27 @@ func binHeader(b []byte) (hdr, n int, err error) {
 	return hdr, n, nil
 }
 
-// ValidID reports whether id may be used as a request id: it names spool
-// files and travels in replies, so it is restricted to
-// [A-Za-z0-9][A-Za-z0-9._-]* without "..".
+// MaxID is the longest request id an envelope may carry: ids name spool
+// files, so they stay well below NAME_MAX.
+const MaxID = 200
+
+// ValidID reports whether id may name a request (docs/protocol.md,
+// "Request envelope"): [A-Za-z0-9][A-Za-z0-9._-]* without "..", at most
+// MaxID bytes. The id is echoed in replies and names spool files, so it
+// must never be a path.
 func ValidID(id string) bool {
-	if id == "" || id[0] == '.' || id[0] == '_' || id[0] == '-' {
+	if id == "" || len(id) > MaxID || !alnum(id[0]) {
 		return false
 	}
 	for i := 0; i < len(id); i++ {
 		c := id[i]
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
-		if !ok || c == '.' && i > 0 && id[i-1] == '.' {
+		if !alnum(c) && c != '.' && c != '_' && c != '-' || c == '.' && i > 0 && id[i-1] == '.' {
 			return false
 		}
 	}
 	return true
+}
+
+func alnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -263,13 +264,31 @@ func TestEncodeAllocatesNothing(t *testing.T) {
 }
 
 func TestValidID(t *testing.T) {
-	for id, want := range map[string]bool{
-		"01JABC.1": true, "a": true, "A-b_c.9": true, "x.y.z": true,
-		"": false, ".a": false, "-a": false, "_a": false, "a..b": false,
-		"a/b": false, "a b": false, "é": false, "a\x00": false,
+	for _, tc := range []struct {
+		id string
+		ok bool
+	}{
+		{"a", true},
+		{"01JABC.1", true},
+		{"01HXYZ-42", true},
+		{"A-b_c.9", true},
+		{"boot.1_2-3", true},
+		{"x.y.z", true},
+		{"", false},
+		{".a", false},
+		{".hidden", false},
+		{"-a", false},
+		{"_a", false},
+		{"a..b", false},
+		{"a/b", false},
+		{"a b", false},
+		{"é", false},
+		{"a\x00", false},
+		{strings.Repeat("a", MaxID), true},
+		{strings.Repeat("a", MaxID+1), false},
 	} {
-		if got := ValidID(id); got != want {
-			t.Errorf("ValidID(%q) = %v, want %v", id, got, want)
+		if got := ValidID(tc.id); got != tc.ok {
+			t.Errorf("ValidID(%q) = %v, want %v", tc.id, got, tc.ok)
 		}
 	}
 }
