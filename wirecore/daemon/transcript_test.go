@@ -2,10 +2,8 @@ package daemon
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -14,119 +12,67 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/datadriven"
+
 	"github.com/nymphd/nymph/wirecore/wire"
 )
 
 // Transcript tests: each testdata/*.txt file is a conversation with the
-// machine, written the way spec 003 tells the story. A block is
+// machine, written the way spec 003 tells the story, run by
+// cockroachdb/datadriven. A case is
 //
-//	command arg key=value …
-//	optional body lines (poll commands)
+//	command positional… key=value …
+//	input lines (poll-ok only: one wire command each, `kind key=value …`)
 //	----
 //	expected effects, one per line
 //	<blank line>
 //
-// Lines starting with # between blocks are comments. The harness plays the
-// driver: it keeps a fake clock and the armed timers (so `tick` fires what
-// is due, in order), remembers the parked poll's Seq and the posts that
-// wait for an answer. `go test -run Transcript -rewrite` rewrites the
-// expectations; review the diff against the spec before keeping it.
-
-var rewrite = flag.Bool("rewrite", false, "rewrite transcript expectations in testdata")
+// Lines starting with # between cases are comments. Arguments are split at
+// spaces, as datadriven does; a value that starts with a double quote is a
+// Go string literal (`err="status 503"`, `body="{\"error\":…}"`), and the
+// pieces datadriven split off it are joined again with one space before it
+// is unquoted, so a quoted value cannot hold two spaces in a row, nor a
+// word after a space that starts with '=' or holds '=(' (write \x20 for
+// such a space). datadriven's lists, key=(a, b), are not used: a list is
+// comma-separated (runners=process,docker). A key appears once per line.
+//
+// The harness plays the driver: it keeps a fake clock and the armed timers
+// (so `tick` fires what is due, in order), remembers the parked poll's Seq
+// and the posts that wait for an answer. `go test -run Transcript -rewrite`
+// rewrites the expectations; review the diff against the spec before
+// keeping it.
+//
+// The commands (one function per family below):
+//
+//	config key=value …            the Config (and jitter=F, a fixed
+//	                              backoff jitter); before anything else
+//	boot, signal KIND             Boot, Signal
+//	hello-ok [worker_id=] [reject= message=]
+//	hello-fail status= [body=] [error= field= message=] [err=]
+//	poll-ok [seq=] + input lines, poll-fail [seq=] status= … as hello-fail
+//	                              (seq defaults to the parked poll's)
+//	exec-done EXEC exit= [stdout=]
+//	run-done INV state= [blob=] [error=TYPE:MESSAGE]
+//	setup-done CMD [exit=] [killed] [err=]
+//	caps CMD runners=a,b [err=]   CapabilitiesRefreshed
+//	posts-ok                      every pending post answered 200
+//	post-fail [status=] err=      the oldest pending post failed (no
+//	                              status: no answer at all)
+//	tick +DURATION                the clock moves, due timers fire in order
+//	fire ID at=DURATION           a late TimerFired, at epoch+DURATION
+//	status                        the machine's Status
+func TestTranscripts(t *testing.T) {
+	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		if filepath.Ext(path) != ".txt" {
+			t.Skipf("%s is not a transcript", path) // e.g. go test's fuzz corpus
+		}
+		h := newHarness()
+		datadriven.RunTest(t, path, h.run)
+	})
+}
 
 // epoch is the fake clock's start: 2026-01-01T00:00:00Z.
 var epoch = time.Unix(1767225600, 0).UTC()
-
-func TestTranscripts(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no transcripts: %v", err)
-	}
-	for _, f := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) {
-			runTranscript(t, f)
-		})
-	}
-}
-
-type block struct {
-	line     int
-	cmd      string
-	body     []string
-	expected string
-	comments []string // comment and blank lines before the block, kept on rewrite
-}
-
-func parseTranscript(t *testing.T, path string) ([]block, []string) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(string(data), "\n")
-	var blocks []block
-	var pending []string
-	for i := 0; i < len(lines); i++ {
-		l := lines[i]
-		if strings.TrimSpace(l) == "" || strings.HasPrefix(l, "#") {
-			pending = append(pending, l)
-			continue
-		}
-		b := block{line: i + 1, cmd: l, comments: pending}
-		pending = nil
-		for i++; i < len(lines) && lines[i] != "----"; i++ {
-			b.body = append(b.body, lines[i])
-		}
-		if i >= len(lines) {
-			t.Fatalf("%s:%d: block without ----", path, b.line)
-		}
-		var out []string
-		for i++; i < len(lines) && lines[i] != ""; i++ {
-			out = append(out, lines[i])
-		}
-		b.expected = strings.Join(out, "\n")
-		blocks = append(blocks, b)
-	}
-	return blocks, pending
-}
-
-func runTranscript(t *testing.T, path string) {
-	blocks, trailer := parseTranscript(t, path)
-	h := newHarness()
-	var rewritten strings.Builder
-	for _, b := range blocks {
-		got, err := h.do(b)
-		if err != nil {
-			t.Fatalf("%s:%d: %s: %v", path, b.line, b.cmd, err)
-		}
-		if *rewrite {
-			for _, c := range b.comments {
-				rewritten.WriteString(c + "\n")
-			}
-			rewritten.WriteString(b.cmd + "\n")
-			for _, l := range b.body {
-				rewritten.WriteString(l + "\n")
-			}
-			rewritten.WriteString("----\n")
-			if got != "" {
-				rewritten.WriteString(got + "\n")
-			}
-			rewritten.WriteString("\n")
-			continue
-		}
-		if got != b.expected {
-			t.Errorf("%s:%d: %s\n--- got\n%s\n--- want\n%s", path, b.line, b.cmd, got, b.expected)
-		}
-	}
-	if *rewrite {
-		for _, c := range trailer {
-			rewritten.WriteString(c + "\n")
-		}
-		out := strings.TrimRight(rewritten.String(), "\n") + "\n"
-		if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 // fixedJitter makes backoff waits exact for transcripts that check them by
 // hand; Uint64 still comes from a seeded generator.
@@ -162,128 +108,235 @@ func newHarness() *harness {
 	}
 }
 
-func (h *harness) machine() (*Machine, error) {
+func (h *harness) machine() *Machine {
 	if h.m == nil {
 		h.m = New(h.cfg, h.rnd)
 	}
-	return h.m, nil
+	return h.m
 }
 
-func (h *harness) do(b block) (string, error) {
-	name, pos, kv, err := parseArgs(b.cmd)
-	if err != nil {
-		return "", err
+// run plays one case and returns the effects it caused, rendered.
+func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
+	// datadriven prints the case from CmdArgs on a failure: as written.
+	written := d.CmdArgs
+	defer func() { d.CmdArgs = written }()
+	d.CmdArgs = joinQuoted(t, d.Pos, d.CmdArgs)
+	if d.Input != "" && d.Cmd != "poll-ok" {
+		d.Fatalf(t, "%s takes no input lines", d.Cmd)
 	}
-	if name == "config" {
-		return "", h.configure(kv)
+	if d.Cmd == "config" {
+		h.configure(t, d)
+		return ""
 	}
-	m, _ := h.machine()
+	m := h.machine()
 	var evs []Event
-	switch name {
+	switch d.Cmd {
 	case "boot":
-		evs = append(evs, Boot{})
-	case "hello-ok":
-		resp := &wire.HelloResponse{}
-		if id, ok := kv["worker_id"]; ok {
-			resp.WorkerID = &id
-		}
-		if code, ok := kv["reject"]; ok {
-			resp.Reject = &wire.Reject{Code: code, Message: kv["message"]}
-		}
-		evs = append(evs, HelloResult{Status: 200, Response: resp})
-	case "hello-fail":
-		evs = append(evs, failure(kv, func(status int, body []byte, err error) Event {
-			return HelloResult{Status: status, Body: body, Err: err}
-		}))
-	case "poll-ok":
-		seq, err := h.seq(kv)
-		if err != nil {
-			return "", err
-		}
-		cmds, err := pollCommands(b.body, h.now)
-		if err != nil {
-			return "", err
-		}
-		evs = append(evs, PollResult{Seq: seq, Status: 200, Response: &wire.PollResponse{Commands: cmds}})
-	case "poll-fail":
-		seq, err := h.seq(kv)
-		if err != nil {
-			return "", err
-		}
-		evs = append(evs, failure(kv, func(status int, body []byte, err error) Event {
-			return PollResult{Seq: seq, Status: status, Body: body, Err: err}
-		}))
-	case "exec-done":
-		code, _ := strconv.Atoi(kv["exit"])
-		evs = append(evs, ExecFinished{ExecID: pos[0], Result: wire.ExecResult{ExitCode: wire.Int(code), Stdout: kv["stdout"], DurationMS: 3}})
-	case "run-done":
-		ev := RunFinished{InvocationID: pos[0], State: kv["state"], ResultBlob: []byte(kv["blob"])}
-		if e, ok := kv["error"]; ok {
-			typ, msg, _ := strings.Cut(e, ":")
-			ev.Error = &wire.ErrorInfo{TypeName: typ, Message: msg}
-		}
-		evs = append(evs, ev)
-	case "setup-done":
-		code, _ := strconv.Atoi(kv["exit"])
-		ev := SetupFinished{CommandID: pos[0], ExitCode: code, Killed: slices.Contains(pos, "killed")}
-		if e, ok := kv["err"]; ok {
-			ev.Err = errors.New(e)
-		}
-		evs = append(evs, ev)
-	case "caps":
-		ev := CapabilitiesRefreshed{CommandID: pos[0], Capabilities: wire.Capabilities{
-			Runners: strings.Split(kv["runners"], ","), MaxInvocations: wire.Int(h.cfg.MaxInvocations), Workdir: h.cfg.Workdir}}
-		if e, ok := kv["err"]; ok {
-			ev.Err = errors.New(e)
-		}
-		evs = append(evs, ev)
+		evs = []Event{Boot{}}
 	case "signal":
-		evs = append(evs, Signal{Kind: SignalKind(pos[0])})
-	case "posts-ok":
-		evs, h.posts = h.posts, nil
-	case "post-fail":
-		if len(h.posts) == 0 {
-			return "", errors.New("no post pending")
-		}
-		status := 0 // no answer at all
-		if v, ok := kv["status"]; ok {
-			var err error
-			if status, err = strconv.Atoi(v); err != nil {
-				return "", fmt.Errorf("post-fail status=%q: %w", v, err)
-			}
-		}
-		switch p := h.posts[0].(type) {
-		case AckPosted:
-			p.Status, p.Err = status, errors.New(kv["err"])
-			evs = append(evs, p)
-		case ResultPosted:
-			p.Status, p.Err = status, errors.New(kv["err"])
-			evs = append(evs, p)
-		}
-		h.posts = h.posts[1:]
-	case "tick":
-		d, err := time.ParseDuration(strings.TrimPrefix(pos[0], "+"))
-		if err != nil {
-			return "", err
-		}
-		return h.tick(m, d), nil
-	case "fire":
-		// A timer event the driver delivers late, after a re-arm or cancel.
-		at, err := time.ParseDuration(kv["at"])
-		if err != nil {
-			return "", err
-		}
-		evs = append(evs, TimerFired{ID: TimerID(pos[0]), At: epoch.Add(at)})
+		evs = []Event{Signal{Kind: SignalKind(positional(t, d))}}
+	case "hello-ok", "hello-fail":
+		evs = []Event{h.hello(t, d)}
+	case "poll-ok", "poll-fail":
+		evs = []Event{h.poll(t, d)}
+	case "exec-done", "run-done", "setup-done", "caps":
+		evs = []Event{h.finished(t, d)}
+	case "posts-ok", "post-fail":
+		evs = h.answerPosts(t, d)
+	case "tick", "fire":
+		return h.clock(t, d, m)
 	case "status":
-		return renderStatus(m.Status(), h.now), nil
+		return renderStatus(m.Status(), h.now)
 	default:
-		return "", fmt.Errorf("unknown command %q", name)
+		d.Fatalf(t, "unknown command %q", d.Cmd)
 	}
 	var out []string
 	for _, ev := range evs {
 		out = append(out, h.step(m, ev)...)
 	}
-	return strings.Join(out, "\n"), nil
+	return strings.Join(out, "\n")
+}
+
+// configure applies `config key=value …` to the Config the machine will be
+// built with.
+func (h *harness) configure(t *testing.T, d *datadriven.TestData) {
+	if h.m != nil {
+		d.Fatalf(t, "config after the machine started")
+	}
+	for _, a := range d.CmdArgs {
+		scan := func(dst any) { d.ScanArgs(t, a.Key, dst) }
+		v, _ := str(d, a.Key)
+		switch a.Key {
+		case "wait_max_s":
+			scan(&h.cfg.WaitMaxS)
+		case "retry_min_s":
+			scan(&h.cfg.RetryMinS)
+		case "retry_max_s":
+			scan(&h.cfg.RetryMaxS)
+		case "keep_alive_s":
+			scan(&h.cfg.KeepAliveS)
+		case "grace_s":
+			scan(&h.cfg.GraceS)
+		case "max_invocations":
+			scan(&h.cfg.MaxInvocations)
+		case "keep_poll_on_wake":
+			scan(&h.cfg.KeepPollOnWake)
+		case "machine_id":
+			h.cfg.MachineID = v
+		case "queue":
+			h.cfg.Queue = v
+		case "label":
+			h.cfg.Label = v
+		case "default_runner":
+			h.cfg.DefaultRunner = v
+		case "tags":
+			h.cfg.Tags = strings.Split(v, ",")
+		case "lanes":
+			h.cfg.Lanes = strings.Split(v, ",")
+		case "runners":
+			h.cfg.Runners = strings.Split(v, ",")
+		case "jitter":
+			var f float64
+			scan(&f)
+			h.rnd = fixedJitter{f: f, Rand: rand.New(rand.NewPCG(1, 2))}
+		default:
+			d.Fatalf(t, "config: unknown key %q", a.Key)
+		}
+	}
+}
+
+// hello answers the hello in flight: hello-ok with a HelloResponse,
+// hello-fail as failure reads it.
+func (h *harness) hello(t *testing.T, d *datadriven.TestData) Event {
+	if d.Cmd == "hello-fail" {
+		return failure(t, d, func(status int, body []byte, err error) Event {
+			return HelloResult{Status: status, Body: body, Err: err}
+		})
+	}
+	resp := &wire.HelloResponse{}
+	if id, ok := str(d, "worker_id"); ok {
+		resp.WorkerID = &id
+	}
+	if code, ok := str(d, "reject"); ok {
+		msg, _ := str(d, "message")
+		resp.Reject = &wire.Reject{Code: code, Message: msg}
+	}
+	return HelloResult{Status: 200, Response: resp}
+}
+
+// poll answers a poll (seq=N, or the parked one): poll-ok with the wire
+// commands of its input lines, poll-fail as failure reads it.
+func (h *harness) poll(t *testing.T, d *datadriven.TestData) Event {
+	seq := h.parked
+	if !d.MaybeScanArgs(t, "seq", &seq) && seq == 0 {
+		d.Fatalf(t, "no poll was sent")
+	}
+	if d.Cmd == "poll-fail" {
+		return failure(t, d, func(status int, body []byte, err error) Event {
+			return PollResult{Seq: seq, Status: status, Body: body, Err: err}
+		})
+	}
+	return PollResult{Seq: seq, Status: 200, Response: &wire.PollResponse{Commands: pollCommands(t, d, h.now)}}
+}
+
+// failure builds a failed hello/poll result from `status=N body=… err=…`,
+// or error= field= message= for a msgpack {error, field, message} body.
+func failure(t *testing.T, d *datadriven.TestData, mk func(int, []byte, error) Event) Event {
+	var status int
+	d.MaybeScanArgs(t, "status", &status)
+	var body []byte
+	if b, ok := str(d, "body"); ok {
+		body = []byte(b)
+	}
+	if e, ok := str(d, "error"); ok {
+		field, _ := str(d, "field")
+		msg, _ := str(d, "message")
+		v := wire.ValidationError{Error: e, Field: field, Message: msg}
+		body, _ = v.MarshalMsg(nil)
+	}
+	var err error
+	if e, ok := str(d, "err"); ok {
+		err = errors.New(e)
+	}
+	return mk(status, body, err)
+}
+
+// finished is the driver reporting that an exec, a run, a setup or a
+// capability detection is over.
+func (h *harness) finished(t *testing.T, d *datadriven.TestData) Event {
+	id := positional(t, d)
+	var code int
+	d.MaybeScanArgs(t, "exit", &code)
+	errArg := func() error {
+		if e, ok := str(d, "err"); ok {
+			return errors.New(e)
+		}
+		return nil
+	}
+	switch d.Cmd {
+	case "exec-done":
+		stdout, _ := str(d, "stdout")
+		return ExecFinished{ExecID: id, Result: wire.ExecResult{ExitCode: wire.Int(code), Stdout: stdout, DurationMS: 3}}
+	case "run-done":
+		state, _ := str(d, "state")
+		blob, _ := str(d, "blob")
+		ev := RunFinished{InvocationID: id, State: state, ResultBlob: []byte(blob)}
+		if e, ok := str(d, "error"); ok {
+			typ, msg, _ := strings.Cut(e, ":")
+			ev.Error = &wire.ErrorInfo{TypeName: typ, Message: msg}
+		}
+		return ev
+	case "setup-done":
+		return SetupFinished{CommandID: id, ExitCode: code, Killed: slices.Contains(flags(d), "killed"), Err: errArg()}
+	default: // caps
+		runners, _ := str(d, "runners")
+		return CapabilitiesRefreshed{CommandID: id, Err: errArg(), Capabilities: wire.Capabilities{
+			Runners: strings.Split(runners, ","), MaxInvocations: wire.Int(h.cfg.MaxInvocations), Workdir: h.cfg.Workdir}}
+	}
+}
+
+// answerPosts answers the posts in flight: posts-ok all of them with 200,
+// post-fail the oldest with status= (none: no answer at all) and err=.
+func (h *harness) answerPosts(t *testing.T, d *datadriven.TestData) []Event {
+	if d.Cmd == "posts-ok" {
+		evs := h.posts
+		h.posts = nil
+		return evs
+	}
+	if len(h.posts) == 0 {
+		d.Fatalf(t, "no post pending")
+	}
+	status := 0
+	d.MaybeScanArgs(t, "status", &status)
+	e, _ := str(d, "err")
+	var evs []Event
+	switch p := h.posts[0].(type) {
+	case AckPosted:
+		p.Status, p.Err = status, errors.New(e)
+		evs = append(evs, p)
+	case ResultPosted:
+		p.Status, p.Err = status, errors.New(e)
+		evs = append(evs, p)
+	}
+	h.posts = h.posts[1:]
+	return evs
+}
+
+// clock is tick +DURATION (the clock moves on, firing what falls due) and
+// fire ID at=DURATION (a timer event the driver delivers late, after a
+// re-arm or cancel).
+func (h *harness) clock(t *testing.T, d *datadriven.TestData, m *Machine) string {
+	if d.Cmd == "fire" {
+		id := positional(t, d)
+		var at time.Duration
+		d.ScanArgs(t, "at", &at)
+		return strings.Join(h.step(m, TimerFired{ID: TimerID(id), At: epoch.Add(at)}), "\n")
+	}
+	dur, err := time.ParseDuration(strings.TrimPrefix(positional(t, d), "+"))
+	if err != nil {
+		d.Fatalf(t, "tick: %v", err)
+	}
+	return h.tick(m, dur)
 }
 
 // tick advances the clock by d, firing every timer that falls due on the
@@ -345,140 +398,66 @@ func (h *harness) step(m *Machine, ev Event) []string {
 	return out
 }
 
-func (h *harness) seq(kv map[string]string) (uint64, error) {
-	if s, ok := kv["seq"]; ok {
-		return strconv.ParseUint(s, 10, 64)
-	}
-	if h.parked == 0 {
-		return 0, errors.New("no poll was sent")
-	}
-	return h.parked, nil
-}
-
-func (h *harness) configure(kv map[string]string) error {
-	if h.m != nil {
-		return errors.New("config after the machine started")
-	}
-	num := func(k string, dst *float64) error {
-		if v, ok := kv[k]; ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				return fmt.Errorf("%s: %w", k, err)
-			}
-			*dst = f
-		}
-		return nil
-	}
-	var maxInv float64 = float64(h.cfg.MaxInvocations)
-	for _, p := range []struct {
-		k   string
-		dst *float64
-	}{{"wait_max_s", &h.cfg.WaitMaxS}, {"retry_min_s", &h.cfg.RetryMinS}, {"retry_max_s", &h.cfg.RetryMaxS},
-		{"keep_alive_s", &h.cfg.KeepAliveS}, {"grace_s", &h.cfg.GraceS}, {"max_invocations", &maxInv}} {
-		if err := num(p.k, p.dst); err != nil {
-			return err
-		}
-	}
-	h.cfg.MaxInvocations = int(maxInv)
-	for k, v := range kv {
-		switch k {
-		case "machine_id":
-			h.cfg.MachineID = v
-		case "queue":
-			h.cfg.Queue = v
-		case "label":
-			h.cfg.Label = v
-		case "tags":
-			h.cfg.Tags = strings.Split(v, ",")
-		case "lanes":
-			h.cfg.Lanes = strings.Split(v, ",")
-		case "runners":
-			h.cfg.Runners = strings.Split(v, ",")
-		case "default_runner":
-			h.cfg.DefaultRunner = v
-		case "keep_poll_on_wake":
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return fmt.Errorf("keep_poll_on_wake: %w", err)
-			}
-			h.cfg.KeepPollOnWake = b
-		case "jitter":
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				return err
-			}
-			h.rnd = fixedJitter{f: f, Rand: rand.New(rand.NewPCG(1, 2))}
-		}
-	}
-	return nil
-}
-
-// failure builds a failed hello/poll result from `status=N body=… err=…`.
-func failure(kv map[string]string, mk func(int, []byte, error) Event) Event {
-	status, _ := strconv.Atoi(kv["status"])
-	var body []byte
-	if b, ok := kv["body"]; ok {
-		body = []byte(b)
-	}
-	if e, ok := kv["error"]; ok { // a msgpack {error, field, message} body
-		v := wire.ValidationError{Error: e, Field: kv["field"], Message: kv["message"]}
-		body, _ = v.MarshalMsg(nil)
-	}
-	var err error
-	if e, ok := kv["err"]; ok {
-		err = errors.New(e)
-	}
-	return mk(status, body, err)
-}
-
-// pollCommands encodes the body lines of a poll-ok block as wire commands,
-// exactly as a control plane would send them.
-func pollCommands(lines []string, now time.Time) ([]wire.Command, error) {
+// pollCommands encodes the input lines of a poll-ok case as wire commands,
+// exactly as a control plane would send them. A line is `kind id=ID key=…`
+// (or `kind ID …`) and reads as a directive line does.
+func pollCommands(t *testing.T, d *datadriven.TestData, now time.Time) []wire.Command {
 	var cmds []wire.Command
-	for _, l := range lines {
-		kind, pos, kv, err := parseArgs(l)
-		if err != nil {
-			return nil, err
+	if d.Input == "" {
+		return nil // a poll that brought nothing
+	}
+	for i, line := range strings.Split(d.Input, "\n") {
+		pos := linePos(d.Pos, i+1)
+		kind, args, err := datadriven.ParseLine(line)
+		if err != nil || kind == "" {
+			t.Fatalf("%s: bad command line %q: %v", pos, line, err)
 		}
-		id := kv["id"]
-		if id == "" && len(pos) > 0 {
-			id = pos[0]
+		c := &datadriven.TestData{Pos: pos, Cmd: kind, CmdArgs: joinQuoted(t, pos, args)}
+		id, _ := str(c, "id")
+		if p := flags(c); id == "" && len(p) > 0 {
+			id = p[0]
 		}
 		var body interface {
 			MarshalMsg([]byte) ([]byte, error)
 		}
 		switch kind {
 		case wire.KindExec:
-			e := wire.Exec{ExecID: kv["exec_id"], Command: kv["command"]}
-			if e.ExecID == "" {
-				e.ExecID = "x" + id
+			execID, _ := str(c, "exec_id")
+			command, _ := str(c, "command")
+			if execID == "" {
+				execID = "x" + id
 			}
-			body = &e
+			body = &wire.Exec{ExecID: execID, Command: command}
 		case wire.KindRun:
-			r := wire.Run{InvocationID: kv["inv"], Function: wire.Function{Module: "m", Qualname: "f"},
-				RunConfig: wire.RunConfig{Runner: kv["runner"]}, ArgsBlob: wire.Blob("a")}
-			if r.InvocationID == "" {
-				r.InvocationID = "i" + id
+			inv, _ := str(c, "inv")
+			runner, _ := str(c, "runner")
+			if inv == "" {
+				inv = "i" + id
 			}
-			body = &r
+			body = &wire.Run{InvocationID: inv, Function: wire.Function{Module: "m", Qualname: "f"},
+				RunConfig: wire.RunConfig{Runner: runner}, ArgsBlob: wire.Blob("a")}
 		case wire.KindSetup:
-			s := wire.Setup{Script: kv["script"], Sudo: slices.Contains(pos, "sudo"), RefreshCapabilities: slices.Contains(pos, "refresh")}
-			if n, ok := kv["name"]; ok {
+			script, _ := str(c, "script")
+			s := wire.Setup{Script: script, Sudo: slices.Contains(flags(c), "sudo"), RefreshCapabilities: slices.Contains(flags(c), "refresh")}
+			if n, ok := str(c, "name"); ok {
 				s.Name = &n
 			}
 			body = &s
 		case wire.KindHibernate:
-			d, err := time.ParseDuration(strings.TrimPrefix(kv["for"], "+"))
+			f, _ := str(c, "for")
+			dur, err := time.ParseDuration(strings.TrimPrefix(f, "+"))
 			if err != nil {
-				return nil, fmt.Errorf("hibernate for=: %w", err)
+				c.Fatalf(t, "hibernate for=: %v", err)
 			}
-			body = &wire.Hibernate{UntilEpochS: wire.Number(wire.TimestampOf(now.Add(d)))}
+			body = &wire.Hibernate{UntilEpochS: wire.Number(wire.TimestampOf(now.Add(dur)))}
 		case wire.KindOTAUpdate:
-			body = &wire.OTAUpdate{Version: kv["version"], URL: "https://plane.example/bin/nymph", SHA256: kv["sha256"]}
+			version, _ := str(c, "version")
+			sha, _ := str(c, "sha256")
+			body = &wire.OTAUpdate{Version: version, URL: "https://plane.example/bin/nymph", SHA256: sha}
 		case wire.KindResetBackoff, wire.KindRotateKey:
 		case "raw": // a kind with an arbitrary (here: msgpack string) body
-			kind = kv["kind"]
-			cmds = append(cmds, wire.Command{ID: id, Kind: kind, Body: []byte{0xa1, 'x'}})
+			k, _ := str(c, "kind")
+			cmds = append(cmds, wire.Command{ID: id, Kind: k, Body: []byte{0xa1, 'x'}})
 			continue
 		default:
 			// An unknown kind with a nil body.
@@ -486,49 +465,90 @@ func pollCommands(lines []string, now time.Time) ([]wire.Command, error) {
 		raw := []byte{0xc0}
 		if body != nil {
 			if raw, err = body.MarshalMsg(nil); err != nil {
-				return nil, err
+				c.Fatalf(t, "%v", err)
 			}
 		}
 		cmds = append(cmds, wire.Command{ID: id, Kind: kind, Body: raw})
 	}
-	return cmds, nil
+	return cmds
 }
 
-// parseArgs splits `name pos key=value key="quoted value"`.
-func parseArgs(line string) (name string, pos []string, kv map[string]string, err error) {
-	kv = map[string]string{}
-	var toks []string
-	for s := strings.TrimSpace(line); s != ""; s = strings.TrimSpace(s) {
-		end := 0
-		for end < len(s) && s[end] != ' ' {
-			if s[end] == '"' {
-				q, err := strconv.QuotedPrefix(s[end:])
-				if err != nil {
-					return "", nil, nil, fmt.Errorf("bad quoting in %q", line)
-				}
-				end += len(q)
-				continue
+// joinQuoted undoes datadriven's split of a quoted value at its spaces
+// (err="status 503" arrives as err="status and 503") and unquotes it; it
+// refuses lists and a key given twice.
+func joinQuoted(t *testing.T, pos string, args []datadriven.CmdArg) []datadriven.CmdArg {
+	out := make([]datadriven.CmdArg, 0, len(args))
+	seen := map[string]bool{}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if len(a.Vals) > 1 {
+			t.Fatalf("%s: %s: a list is written a,b", pos, a)
+		}
+		if len(a.Vals) == 1 && strings.HasPrefix(a.Vals[0], `"`) {
+			v := a.Vals[0]
+			for !quoted(v) && i+1 < len(args) {
+				i++
+				v += " " + args[i].String()
 			}
-			end++
-		}
-		toks = append(toks, s[:end])
-		s = s[end:]
-	}
-	if len(toks) == 0 {
-		return "", nil, nil, errors.New("empty command")
-	}
-	for _, tok := range toks[1:] {
-		k, v, ok := strings.Cut(tok, "=")
-		if !ok {
-			pos = append(pos, tok)
-			continue
-		}
-		if strings.HasPrefix(v, `"`) {
-			if v, err = strconv.Unquote(v); err != nil {
-				return "", nil, nil, fmt.Errorf("bad quoting in %q", tok)
+			u, err := strconv.Unquote(v)
+			if err != nil {
+				t.Fatalf("%s: bad quoting in %s=%s", pos, a.Key, v)
 			}
+			a.Vals = []string{u}
 		}
-		kv[k] = v
+		if seen[a.Key] {
+			t.Fatalf("%s: %s given twice", pos, a.Key)
+		}
+		seen[a.Key] = true
+		out = append(out, a)
 	}
-	return toks[0], pos, kv, nil
+	return out
+}
+
+// quoted reports whether v starts with a complete quoted string.
+func quoted(v string) bool {
+	_, err := strconv.QuotedPrefix(v)
+	return err == nil
+}
+
+// str returns the value of key=value (unquoted, untrimmed); ok is false
+// when the line has no such key with a value.
+func str(d *datadriven.TestData, key string) (v string, ok bool) {
+	a, ok := d.Arg(key)
+	if !ok || len(a.Vals) == 0 {
+		return "", false
+	}
+	return a.Vals[0], true
+}
+
+// flags returns the arguments without a value (`exec-done e1`, `sudo`), in
+// order.
+func flags(d *datadriven.TestData) []string {
+	var out []string
+	for _, a := range d.CmdArgs {
+		if len(a.Vals) == 0 {
+			out = append(out, a.Key)
+		}
+	}
+	return out
+}
+
+// positional returns the first argument without a value: the id or kind a
+// command is about.
+func positional(t *testing.T, d *datadriven.TestData) string {
+	p := flags(d)
+	if len(p) == 0 {
+		d.Fatalf(t, "%s needs an id, kind or duration first", d.Cmd)
+	}
+	return p[0]
+}
+
+// linePos is the file:line of the k-th line after the one at pos.
+func linePos(pos string, k int) string {
+	i := strings.LastIndexByte(pos, ':')
+	n, err := strconv.Atoi(pos[i+1:])
+	if i < 0 || err != nil {
+		return pos
+	}
+	return fmt.Sprintf("%s:%d", pos[:i], n+k)
 }
