@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nymphd/nymph/hostio/procgroup"
 )
 
 // startShell spawns bash -c script on fresh pipes, as spawnAndWait does.
@@ -18,11 +20,11 @@ func startShell(t *testing.T, script string) (*exec.Cmd, *pipes) {
 	t.Cleanup(p.closeAll)
 	cmd := exec.Command("bash", "-c", script)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = p.stdinR, p.stdoutW, p.stderrW
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = procgroup.Attr()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	t.Cleanup(func() { _ = procgroup.Signal(cmd.Process.Pid, syscall.SIGKILL) })
 	p.closeChildEnds()
 	closeFile(p.stdinW)
 	return cmd, p

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nymphd/nymph/hostio/procgroup"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
 
@@ -58,7 +59,7 @@ func (g *guard) stop(code int, why string) {
 	g.code = code
 	g.mu.Unlock()
 	g.log.Info(why)
-	stopGroup(g.pid, g.gone, g.grace)
+	procgroup.Stop(g.pid, g.gone, g.grace)
 	close(g.stopped)
 }
 

@@ -10,9 +10,9 @@ import (
 	"os/exec"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/nymphd/nymph/hostio/procgroup"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
 
@@ -110,7 +110,7 @@ func spawnAndWait(ctx context.Context, ex wire.Exec, opt Options, out sink, log 
 	}
 	// Own process group, so a timeout reaches grandchildren; Pdeathsig so a
 	// daemon killed outright does not leave the shell behind.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = procgroup.Attr()
 
 	p, err := openPipes()
 	if err != nil {
@@ -164,59 +164,6 @@ func exitCode(err error) (int, error) {
 		return ee.ExitCode(), nil
 	}
 	return wire.ExitSpawnFailed, fmt.Errorf("wait: %w", err)
-}
-
-// WaitOrStop waits for cmd, started as the leader of its own process
-// group. If ctx ends first it calls onStop (when set; a runner's own
-// stop, such as `docker stop`) and stops the group as a timed-out exec's
-// is stopped: SIGTERM, up to grace, SIGKILL. It reports whether it stopped
-// the group, and otherwise what Wait returned.
-func WaitOrStop(ctx context.Context, cmd *exec.Cmd, grace time.Duration, onStop func()) (stopped bool, err error) {
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }()
-	select {
-	case err := <-waited:
-		return false, err
-	case <-ctx.Done():
-	}
-	if onStop != nil {
-		onStop()
-	}
-	gone := make(chan struct{})
-	go func() { <-waited; close(gone) }()
-	stopGroup(cmd.Process.Pid, gone, grace)
-	return true, nil
-}
-
-// stopGroup sends SIGTERM to the process group pgid, gives the group up to
-// grace to exit, then sends SIGKILL to whatever is left of it. leaderGone
-// is closed once the leader is reaped; stopGroup returns after that.
-func stopGroup(pgid int, leaderGone <-chan struct{}, grace time.Duration) {
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	deadline := time.NewTimer(grace)
-	defer deadline.Stop()
-	select {
-	case <-leaderGone:
-		// The leader is reaped; members may linger (a child ignoring
-		// SIGTERM). Poll the group until it is empty or the grace ends.
-		waitGroupEmpty(pgid, deadline.C)
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	case <-deadline.C:
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		<-leaderGone
-	}
-}
-
-func waitGroupEmpty(pgid int, deadline <-chan time.Time) {
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for syscall.Kill(-pgid, 0) == nil {
-		select {
-		case <-deadline:
-			return
-		case <-tick.C:
-		}
-	}
 }
 
 // mergeEnv puts extra on top of base. exec.Cmd keeps the last value of a

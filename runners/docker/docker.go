@@ -18,10 +18,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
-	"github.com/nymphd/nymph/hostio/shellexec"
+	"github.com/nymphd/nymph/hostio/procgroup"
 	"github.com/nymphd/nymph/runners"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
@@ -214,7 +213,7 @@ func (r *Runner) runClient(ctx context.Context, inv runners.Invocation, env []st
 	cmd := exec.Command(r.opt.Docker, argv...)
 	cmd.Env = env
 	cmd.Dir = inv.Workdir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = procgroup.Attr()
 	out, err := runners.NewOutputLog(log)
 	if err != nil {
 		return nil, fmt.Errorf("docker runner: pipe: %w", err)
@@ -228,7 +227,7 @@ func (r *Runner) runClient(ctx context.Context, inv runners.Invocation, env []st
 	}
 	logged := out.Start()
 	log.Info("container starting", "image", inv.Run.RunConfig.Image, "runtime", r.runtime)
-	stopped, exited := shellexec.WaitOrStop(ctx, cmd, r.opt.KillGrace, func() { r.stop(inv.Workdir, env, log) })
+	stopped, exited := procgroup.WaitOrStop(ctx, cmd, r.opt.KillGrace, func() { r.stop(inv.Workdir, env, log) })
 	out.Drain(logged, r.opt.DrainGrace)
 	if stopped {
 		return nil, errKilled

@@ -14,10 +14,9 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"syscall"
 	"time"
 
-	"github.com/nymphd/nymph/hostio/shellexec"
+	"github.com/nymphd/nymph/hostio/procgroup"
 	"github.com/nymphd/nymph/runners"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
@@ -120,7 +119,7 @@ func (r *Runner) runChild(ctx context.Context, inv runners.Invocation, argv []st
 	cmd.Env = append(append([]string(nil), base...), runners.ChildEnv(inv.Run, inv.Workdir)...)
 	// Stdin stays nil: /dev/null. Own process group so a stop reaches the
 	// entry's children; Pdeathsig so the child dies with the daemon.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = procgroup.Attr()
 	out, err := runners.NewOutputLog(log)
 	if err != nil {
 		return nil, fmt.Errorf("process runner: pipe: %w", err)
@@ -135,7 +134,7 @@ func (r *Runner) runChild(ctx context.Context, inv runners.Invocation, argv []st
 	logged := out.Start()
 	log.Info("child started", "pid", cmd.Process.Pid, "argv0", argv[0])
 
-	killed, exited := shellexec.WaitOrStop(ctx, cmd, r.opt.KillGrace, func() {
+	killed, exited := procgroup.WaitOrStop(ctx, cmd, r.opt.KillGrace, func() {
 		log.Info("shutdown grace expired; stopping child", "pid", cmd.Process.Pid)
 	})
 	out.Drain(logged, r.opt.DrainGrace)
