@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/nymphd/nymph/hostio/devstack"
+	"github.com/nymphd/nymph/cmd/nymph/internal/devstack"
 	"github.com/nymphd/nymph/hostio/opclient"
 )
 
