@@ -16,7 +16,6 @@ import (
 
 	"github.com/nymphd/nymph/internal/strictwire"
 	"github.com/nymphd/nymph/wirecore/operator"
-	"github.com/nymphd/nymph/wirecore/plane"
 	"github.com/nymphd/nymph/wirecore/wire"
 	"github.com/tinylib/msgp/msgp"
 )
@@ -177,7 +176,7 @@ func (s *liveServe) streamedExec(hdr ...string) *strictwire.Exec {
 func TestServeStdoutURLIsAbsolute(t *testing.T) {
 	s := startServe(t)
 	ex := s.streamedExec()
-	if want := s.url + plane.ChunkPath(ex.ExecID); ex.Log.StdoutURL != want {
+	if want := s.url + wire.PathExecChunk(ex.ExecID); ex.Log.StdoutURL != want {
 		t.Errorf("without --public-url: stdout_url %q, want %q", ex.Log.StdoutURL, want)
 	}
 	if status, b := s.post(strings.TrimPrefix(ex.Log.StdoutURL, s.url), []byte("out")); status != 200 {
@@ -186,7 +185,7 @@ func TestServeStdoutURLIsAbsolute(t *testing.T) {
 
 	s = startServe(t, "--public-url", "https://plane.example:8443/nymph/")
 	ex = s.streamedExec()
-	if want := "https://plane.example:8443/nymph" + plane.ChunkPath(ex.ExecID); ex.Log.StdoutURL != want {
+	if want := "https://plane.example:8443/nymph" + wire.PathExecChunk(ex.ExecID); ex.Log.StdoutURL != want {
 		t.Errorf("with --public-url: stdout_url %q, want %q", ex.Log.StdoutURL, want)
 	}
 }

@@ -16,17 +16,6 @@ import (
 	"github.com/nymphd/nymph/wirecore/wire"
 )
 
-// HeaderDaemonAuthorization carries the daemon's own bearer through a
-// relay, whose Authorization header holds the relay's token.
-const HeaderDaemonAuthorization = "X-LS-Daemon-Authorization"
-
-// Paths of the exec callbacks and the presign route (Go mux patterns).
-const (
-	pathExecResult = "/v1/daemon/exec/{exec_id}/result"
-	pathExecChunk  = "/v1/daemon/exec/{exec_id}/chunk"
-	pathPresign    = "/v1/namespaces/{ns}/payloads/presign"
-)
-
 func (s *Server) routes() {
 	m := http.NewServeMux()
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -36,12 +25,12 @@ func (s *Server) routes() {
 	m.HandleFunc("POST "+wire.PathHello, s.daemon(s.hello))
 	m.HandleFunc("POST "+wire.PathPoll, s.daemon(s.poll))
 	m.HandleFunc("POST "+wire.PathAck, s.daemon(s.ack))
-	m.HandleFunc("POST "+pathExecResult, s.daemon(s.execResult))
-	m.HandleFunc("POST "+pathExecChunk, s.daemon(s.chunk))
-	m.HandleFunc("POST "+pathPresign, s.daemon(s.presign))
-	// The plane records no events or streamed results (spec 001 marks them
-	// as not posted by daemons); they are accepted so a peer that posts
-	// them is not failed.
+	m.HandleFunc("POST "+wire.PatternExecResult, s.daemon(s.execResult))
+	m.HandleFunc("POST "+wire.PatternExecChunk, s.daemon(s.chunk))
+	m.HandleFunc("POST "+wire.PatternPresign, s.daemon(s.presign))
+	// The plane records no events or streamed results (docs/protocol.md,
+	// "Endpoints": never posted by nymph); they are accepted so a peer
+	// that posts them is not failed.
 	m.HandleFunc("POST "+wire.PathEvent, s.daemon(s.accept))
 	m.HandleFunc("POST "+wire.PathResultChunk, s.daemon(s.accept))
 	m.HandleFunc("POST "+wire.PathKeys, s.daemon(func(w http.ResponseWriter, r *http.Request, asJSON bool) {
@@ -71,8 +60,8 @@ func (s *Server) daemon(h func(w http.ResponseWriter, r *http.Request, asJSON bo
 // Refusals of daemon requests (401 bodies).
 const (
 	refusedBearer      = "missing or wrong bearer token"
-	refusedRelayBearer = "wrong daemon bearer in " + HeaderDaemonAuthorization
-	refusedRawRelay    = "a relayed request without " + HeaderDaemonAuthorization +
+	refusedRelayBearer = "wrong daemon bearer in " + wire.HeaderDaemonAuthorization
+	refusedRawRelay    = "a relayed request without " + wire.HeaderDaemonAuthorization +
 		": this control plane does not take a relay's word for a daemon (a relay frame without headers cannot carry the daemon's bearer); " +
 		"start nymph serve with --trust-relay-daemons to accept daemon requests that carry a valid relay token"
 )
@@ -93,7 +82,7 @@ func (s *Server) daemonRefusal(r *http.Request) string {
 	if !bearerIs(auth, s.cfg.RelayToken) {
 		return refusedBearer
 	}
-	if carried := r.Header.Values(HeaderDaemonAuthorization); len(carried) > 0 {
+	if carried := r.Header.Values(wire.HeaderDaemonAuthorization); len(carried) > 0 {
 		if len(carried) == 1 && bearerIs(carried[0], s.cfg.DaemonToken) {
 			return ""
 		}
@@ -206,7 +195,8 @@ func (s *Server) ack(w http.ResponseWriter, r *http.Request, asJSON bool) {
 	})
 }
 
-// execResult takes the result as msgpack or, per spec 001, as JSON.
+// execResult takes the result as msgpack or, as docs/protocol.md, "Exec
+// result" allows, as JSON.
 func (s *Server) execResult(w http.ResponseWriter, r *http.Request, asJSON bool) {
 	body, ok := s.readBody(w, r, MaxResultBody, asJSON)
 	if !ok {

@@ -84,7 +84,7 @@ func TestFieldsPastTheirLimitsAre422NamingTheField(t *testing.T) {
 		t.Fatalf("ack id with an escape: %d %+v", status, v)
 	}
 	long := strings.Repeat("x", wire.MaxIDBytes+1)
-	status, b = ts.post(plane.ResultPath(long), wire.ContentTypeJSON, []byte(`{"exit_code": 0}`))
+	status, b = ts.post(wire.PathExecResult(long), wire.ContentTypeJSON, []byte(`{"exit_code": 0}`))
 	if v := validation(t, b, true); status != 422 || v.Field != "exec_id" {
 		t.Fatalf("JSON result for a long exec id: %d %+v", status, v)
 	}

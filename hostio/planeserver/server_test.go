@@ -234,9 +234,9 @@ func TestBearers(t *testing.T) {
 		{"wrong bearer", []string{"Authorization", "Bearer nope"}, 401},
 		{"admin bearer on a daemon route", []string{"Authorization", "Bearer " + adminToken}, 401},
 		{"relay token alone", []string{"Authorization", "Bearer " + relayToken}, 401},
-		{"relay token with a wrong daemon bearer", []string{"Authorization", "Bearer " + relayToken, HeaderDaemonAuthorization, "Bearer nope"}, 401},
+		{"relay token with a wrong daemon bearer", []string{"Authorization", "Bearer " + relayToken, wire.HeaderDaemonAuthorization, "Bearer nope"}, 401},
 		{"daemon bearer", nil, 200},
-		{"relay token carrying the daemon bearer", []string{"Authorization", "Bearer " + relayToken, HeaderDaemonAuthorization, "Bearer " + daemonToken}, 200},
+		{"relay token carrying the daemon bearer", []string{"Authorization", "Bearer " + relayToken, wire.HeaderDaemonAuthorization, "Bearer " + daemonToken}, 200},
 	}
 	for _, c := range cases {
 		if status, b := ts.post(wire.PathHello, wire.ContentTypeMsgpack, body, c.hdr...); status != c.want {
@@ -425,7 +425,7 @@ func TestExecResultsJSONMsgpackAndDuplicates(t *testing.T) {
 }
 
 // ResultPathFor is the result route of one exec.
-func ResultPathFor(execID string) string { return plane.ResultPath(execID) }
+func ResultPathFor(execID string) string { return wire.PathExecResult(execID) }
 
 func TestChunksInOrderAndLogLongPoll(t *testing.T) {
 	ts := newTestServer(t, nil, nil)
@@ -433,7 +433,7 @@ func TestChunksInOrderAndLogLongPoll(t *testing.T) {
 	x := ts.exec(w, "make", true)
 	cmd := ts.poll(w, 0).Commands[0]
 	sink := wire.Dispatch(cmd).(wire.ExecCommand).Body.Log
-	if sink == nil || sink.StdoutURL != ts.http.URL+plane.ChunkPath(x) {
+	if sink == nil || sink.StdoutURL != ts.http.URL+wire.PathExecChunk(x) {
 		t.Fatalf("log sink %+v", sink)
 	}
 	logs := func(offset int64, wait float64) operator.LogsPage {
@@ -459,7 +459,7 @@ func TestChunksInOrderAndLogLongPoll(t *testing.T) {
 		t.Errorf("all logs: %q next %d", page.Data, page.NextOffset)
 	}
 	res, _ := (&wire.ExecResult{ExitCode: 0}).MarshalMsg(nil)
-	ts.post(plane.ResultPath(x), wire.ContentTypeMsgpack, res)
+	ts.post(wire.PathExecResult(x), wire.ContentTypeMsgpack, res)
 	if page := logs(12, 5); !page.Done || len(page.Data) != 0 {
 		t.Errorf("after result: %+v", page)
 	}
@@ -487,7 +487,7 @@ func TestBadBodiesKeepServing(t *testing.T) {
 		{"truncated poll", wire.PathPoll, []byte{0x86, 0xa9}, 400},
 		{"garbage ack", wire.PathAck, []byte{0xc1, 0xc1}, 400},
 		{"hello with trailing bytes", wire.PathHello, append(must(helloBody("m1").MarshalMsg(nil)), 0x01), 400},
-		{"oversized chunk", plane.ChunkPath("x"), bytes.Repeat([]byte("a"), MaxChunkBody+1), 413},
+		{"oversized chunk", wire.PathExecChunk("x"), bytes.Repeat([]byte("a"), MaxChunkBody+1), 413},
 	}
 	for _, c := range cases {
 		status, b := ts.post(c.path, wire.ContentTypeMsgpack, c.body)

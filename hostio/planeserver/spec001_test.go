@@ -14,8 +14,8 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// strict decodes a body the server sent as a daemon written from spec
-// 001's tables would, failing the test when it cannot.
+// strict decodes a body the server sent as a daemon written from the
+// tables of docs/protocol.md would, failing the test when it cannot.
 func strict[T any](t *testing.T, what string, b []byte) *T {
 	t.Helper()
 	v := new(T)
@@ -58,8 +58,8 @@ func strictHello(machine string, runners ...string) *wire.HelloRequest {
 }
 
 // Every body nymph serve sends a daemon, produced by the real routes and
-// decoded by a second msgpack implementation into structs typed from spec
-// 001's tables: a required key dropped (exec env, stdin), a whole number
+// decoded by a second msgpack implementation into structs typed from the
+// tables of docs/protocol.md: a required key dropped (exec env, stdin), a whole number
 // sent as a float (session_ttl_s), a relative stdout_url, or a nil where
 // the table has no null fails here.
 func TestEveryBodyServeSendsFitsSpec001Types(t *testing.T) {
@@ -100,7 +100,7 @@ func TestEveryBodyServeSendsFitsSpec001Types(t *testing.T) {
 		{"relayed without a daemon bearer", wire.PathPoll, must((&wire.PollRequest{WorkerID: w}).MarshalMsg(nil)), []string{"Authorization", "Bearer " + relayToken}, 401},
 		{"unknown worker", wire.PathPoll, must((&wire.PollRequest{WorkerID: "0123456789abcdef01234567"}).MarshalMsg(nil)), nil, 404},
 		{"garbage poll", wire.PathPoll, []byte{0xc1}, nil, 400},
-		{"unknown exec result", plane.ResultPath("nope"), must((&wire.ExecResult{}).MarshalMsg(nil)), nil, 404},
+		{"unknown exec result", wire.PathExecResult("nope"), must((&wire.ExecResult{}).MarshalMsg(nil)), nil, 404},
 		{"key rotation", wire.PathKeys, must((&wire.KeyRotationRequest{WorkerID: w, NewPublicKey: "k"}).MarshalMsg(nil)), nil, 501},
 		{"oversized hello", wire.PathHello, make([]byte, MaxControlBody+1), nil, 413},
 	} {
@@ -171,7 +171,7 @@ func TestEveryBodyServeSendsFitsSpec001Types(t *testing.T) {
 	}
 	for _, e := range got[wire.KindExec] {
 		ex := e.(*strictwire.Exec)
-		if ex.Log != nil && ex.Log.StdoutURL != ts.http.URL+plane.ChunkPath(ex.ExecID) {
+		if ex.Log != nil && ex.Log.StdoutURL != ts.http.URL+wire.PathExecChunk(ex.ExecID) {
 			t.Errorf("exec %s: stdout_url %q, want the absolute URL of its chunk route", ex.ExecID, ex.Log.StdoutURL)
 		}
 		if ex.Command == "cat" && (ex.Env["K"] != "V" || ex.Stdin != "input" || ex.TimeoutS == nil || *ex.TimeoutS != 60 || ex.Log.FlushMS != 50) {
@@ -202,8 +202,8 @@ func TestEveryBodyServeSendsFitsSpec001Types(t *testing.T) {
 		body              []byte
 	}{
 		{"ack", wire.PathAck, wire.ContentTypeMsgpack, must((&wire.Ack{InvocationID: inv, State: wire.StateSucceeded, WorkerID: w}).MarshalMsg(nil))},
-		{"chunk", ts.http.URL + plane.ChunkPath(x), wire.ContentTypeOctets, []byte("out")},
-		{"exec result", plane.ResultPath(x), wire.ContentTypeMsgpack, must((&wire.ExecResult{}).MarshalMsg(nil))},
+		{"chunk", ts.http.URL + wire.PathExecChunk(x), wire.ContentTypeOctets, []byte("out")},
+		{"exec result", wire.PathExecResult(x), wire.ContentTypeMsgpack, must((&wire.ExecResult{}).MarshalMsg(nil))},
 		{"event", wire.PathEvent, wire.ContentTypeMsgpack, msgp.AppendMapHeader(nil, 0)},
 	} {
 		status, b := ts.post(c.path, c.ctype, c.body)
@@ -251,7 +251,7 @@ func TestStdoutURLIsAbsolute(t *testing.T) {
 	w := ts.hello("m1")
 	x := ts.exec(w, "echo hi", true)
 	d := wire.Dispatch(ts.poll(w, 0).Commands[0]).(wire.ExecCommand)
-	if want := "https://plane.example:8443/nymph" + plane.ChunkPath(x); d.Body.Log == nil || d.Body.Log.StdoutURL != want {
+	if want := "https://plane.example:8443/nymph" + wire.PathExecChunk(x); d.Body.Log == nil || d.Body.Log.StdoutURL != want {
 		t.Errorf("stdout_url %+v, want %s", d.Body.Log, want)
 	}
 	for _, bad := range []string{"", "plane.example:8443", "ftp://plane.example", "https://", "https://plane.example/?q=1", "https://u:p@plane.example"} {
@@ -262,9 +262,10 @@ func TestStdoutURLIsAbsolute(t *testing.T) {
 	}
 }
 
-// started_at has no type in spec 001: float or integer epoch seconds and
-// an RFC 3339 string (chrono's default) are all a valid poll; anything
-// else is a 400 that says what is accepted.
+// started_at has no type in the protocol (docs/protocol.md,
+// "PollRequest"): float or integer epoch seconds and an RFC 3339 string
+// (chrono's default) are all a valid poll; anything else is a 400 that
+// says what is accepted.
 func TestPollAcceptsStartedAtForms(t *testing.T) {
 	ts := newTestServer(t, nil, nil)
 	w := ts.hello("m1")
@@ -309,7 +310,7 @@ func TestTrustRelayDaemons(t *testing.T) {
 			if r := strict[strictwire.HelloResponse](t, "trusted relayed hello", b); status != 200 || r.WorkerID == nil {
 				t.Errorf("trusted relay, raw frame: %d %+v", status, r)
 			}
-		} else if msg := decodeError(t, b); status != 401 || !strings.Contains(msg, "--trust-relay-daemons") || !strings.Contains(msg, HeaderDaemonAuthorization) {
+		} else if msg := decodeError(t, b); status != 401 || !strings.Contains(msg, "--trust-relay-daemons") || !strings.Contains(msg, wire.HeaderDaemonAuthorization) {
 			t.Errorf("untrusted relay, raw frame: %d %q, want 401 naming the header and the flag", status, msg)
 		}
 		for _, c := range []struct {
@@ -317,8 +318,8 @@ func TestTrustRelayDaemons(t *testing.T) {
 			hdr  []string
 			want int
 		}{
-			{"relay token with a wrong daemon bearer", append(relayed, HeaderDaemonAuthorization, "Bearer nope"), 401},
-			{"relay token with the daemon bearer", append(relayed, HeaderDaemonAuthorization, "Bearer "+daemonToken), 200},
+			{"relay token with a wrong daemon bearer", append(relayed, wire.HeaderDaemonAuthorization, "Bearer nope"), 401},
+			{"relay token with the daemon bearer", append(relayed, wire.HeaderDaemonAuthorization, "Bearer "+daemonToken), 200},
 			{"no bearer", []string{"Authorization", ""}, 401},
 			{"wrong bearer", []string{"Authorization", "Bearer nope"}, 401},
 			{"admin bearer", []string{"Authorization", "Bearer " + adminToken}, 401},

@@ -21,12 +21,6 @@ const (
 // MaxLogWait caps the wait_s of a logs request.
 const MaxLogWait = 60 * time.Second
 
-// ChunkPath is the path of an exec's log chunk route.
-func ChunkPath(execID string) string { return "/v1/daemon/exec/" + execID + "/chunk" }
-
-// ResultPath is the path of an exec's result route.
-func ResultPath(execID string) string { return "/v1/daemon/exec/" + execID + "/result" }
-
 func (p *Plane) opError(req RequestID, status int, format string, args ...any) {
 	p.reply(req, status, operator.Error{Error: fmt.Sprintf(format, args...)})
 }
@@ -98,7 +92,7 @@ func (p *Plane) onEnqueueExec(e EnqueueExec) {
 	}
 	if r.Stream {
 		body.Log = &wire.LogSink{
-			StdoutURL:  p.cfg.ChunkURLBase + ChunkPath(body.ExecID),
+			StdoutURL:  p.cfg.ChunkURLBase + wire.PathExecChunk(body.ExecID),
 			FlushMS:    wire.Int(cmp0(r.FlushMS, DefaultFlushMS)),
 			FlushBytes: wire.Int(cmp0(r.FlushBytes, DefaultFlushBytes)),
 		}
@@ -181,7 +175,7 @@ func (p *Plane) onEnqueueUpdate(e EnqueueUpdate) {
 	case r.Version == "" || r.URL == "":
 		p.opError(e.Req, StatusBadRequest, "update: version and url are required")
 		return
-	case !isSHA256Hex(r.SHA256):
+	case !wire.ValidSHA256(r.SHA256):
 		p.opError(e.Req, StatusBadRequest, "update: sha256 must be 64 hex digits")
 		return
 	}
@@ -189,19 +183,6 @@ func (p *Plane) onEnqueueUpdate(e EnqueueUpdate) {
 	w.rec.TargetVersion = r.Version
 	p.putWorker(w)
 	p.enqueueSimple(e.Req, w, wire.KindOTAUpdate, raw, e.Now)
-}
-
-func isSHA256Hex(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i] | 0x20
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 func (p *Plane) enqueueSimple(req RequestID, w *worker, kind string, body []byte, now time.Time) {
@@ -334,7 +315,7 @@ func workerView(w *worker, running int) operator.Worker {
 		Capabilities:    r.Capabilities,
 		Versions:        versionsMap(&r.Versions),
 		State:           r.State,
-		LastSeenEpochS:  epochSeconds(r.LastSeen),
+		LastSeenEpochS:  wire.EpochSeconds(r.LastSeen),
 		PendingCommands: len(w.pending),
 		Running:         running,
 	}
@@ -382,8 +363,8 @@ func invocationView(r *InvocationRecord) operator.Invocation {
 		State:          r.State,
 		ResultBlob:     r.ResultBlob,
 		Error:          r.Error,
-		CreatedEpochS:  epochSeconds(r.CreatedAt),
-		StartedEpochS:  epochSeconds(r.StartedAt),
-		FinishedEpochS: epochSeconds(r.FinishedAt),
+		CreatedEpochS:  wire.EpochSeconds(r.CreatedAt),
+		StartedEpochS:  wire.EpochSeconds(r.StartedAt),
+		FinishedEpochS: wire.EpochSeconds(r.FinishedAt),
 	}
 }

@@ -171,7 +171,7 @@ func (p *Plane) delivered(w *worker, c CommandRecord, now time.Time) {
 		var h wire.Hibernate
 		if _, err := h.UnmarshalMsg(c.Body); err == nil {
 			w.rec.State = WorkerHibernating
-			w.rec.HibernateUntil = epochTime(float64(h.UntilEpochS))
+			w.rec.HibernateUntil = wire.EpochTime(float64(h.UntilEpochS))
 			p.putWorker(w)
 		}
 	}
@@ -395,19 +395,6 @@ func (p *Plane) onDeadline(now time.Time, req RequestID) {
 		p.unpark(req)
 		p.replyLogs(req, p.execs[pk.execID], pk.offset)
 	}
-}
-
-// epochTime converts float epoch seconds to a time.
-func epochTime(s float64) time.Time {
-	return time.Unix(0, int64(s*1e9)).UTC()
-}
-
-// epochSeconds converts a time to float epoch seconds; zero stays zero.
-func epochSeconds(t time.Time) float64 {
-	if t.IsZero() {
-		return 0
-	}
-	return float64(t.UnixMicro()) / 1e6
 }
 
 // onUndelivered puts the commands of a poll reply that never reached its

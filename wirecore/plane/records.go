@@ -66,8 +66,8 @@ type WorkerRecord struct {
 	AwaitingCapabilities bool `json:"awaiting_capabilities,omitempty"`
 }
 
-// SetupInFlight is one delivered setup command waiting for its ack
-// (invocation id "setup-{CommandID}").
+// SetupInFlight is one delivered setup command waiting for its ack, which
+// names invocation wire.SetupInvocationID(CommandID).
 type SetupInFlight struct {
 	CommandID string `json:"command_id"`
 	Refresh   bool   `json:"refresh"`

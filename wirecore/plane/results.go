@@ -2,15 +2,10 @@ package plane
 
 import (
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/nymphd/nymph/wirecore/wire"
 )
-
-// SetupAckPrefix starts the invocation id of a setup's ack:
-// "setup-{command id}".
-const SetupAckPrefix = "setup-"
 
 func (p *Plane) onAck(e Ack) {
 	a := &e.Body
@@ -25,7 +20,7 @@ func (p *Plane) onAck(e Ack) {
 			Message: "state: want " + wire.StateSucceeded + ", " + wire.StateFailed + " or " + wire.StateKilled})
 		return
 	}
-	if cmdID, ok := strings.CutPrefix(a.InvocationID, SetupAckPrefix); ok {
+	if cmdID, ok := wire.SetupCommandID(a.InvocationID); ok {
 		w := p.setupAcked(a, cmdID)
 		p.reply(e.Req, StatusOK, OK{})
 		p.answerParkedPoll(w, e.Now)

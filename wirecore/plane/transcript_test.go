@@ -164,8 +164,8 @@ func (h *harness) id(v string) string {
 	if id, ok := h.ids[v]; ok {
 		return id
 	}
-	if rest, ok := strings.CutPrefix(v, plane.SetupAckPrefix); ok {
-		return plane.SetupAckPrefix + h.id(rest)
+	if rest, ok := strings.CutPrefix(v, wire.SetupInvocationPrefix); ok {
+		return wire.SetupInvocationPrefix + h.id(rest)
 	}
 	return v
 }
