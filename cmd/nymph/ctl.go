@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nymphd/nymph/cmd/nymph/internal/termtext"
 	"github.com/nymphd/nymph/hostio/opclient"
 	"github.com/nymphd/nymph/hostio/secretfile"
 	"github.com/nymphd/nymph/wirecore/operator"
@@ -141,13 +142,13 @@ func (c *ctlRun) fail(err error) int {
 		fmt.Fprintln(c.env.stderr, "nymph ctl: interrupted")
 		return 130
 	}
-	opclient.Fprintf(c.env.stderr, "nymph ctl: %v\n", err)
+	termtext.Fprintf(c.env.stderr, "nymph ctl: %v\n", err)
 	return opclient.ExitLocalFail
 }
 
 // usageErr reports a bad argument and returns the usage status.
 func (c *ctlRun) usageErr(verb, format string, a ...any) int {
-	opclient.Fprintf(c.env.stderr, "nymph ctl %s: %s\n", verb, fmt.Sprintf(format, a...))
+	termtext.Fprintf(c.env.stderr, "nymph ctl %s: %s\n", verb, fmt.Sprintf(format, a...))
 	fmt.Fprintf(c.env.stderr, "usage: nymph ctl %s\n", ctlCommands()[verb].usage)
 	return 2
 }
@@ -232,7 +233,7 @@ func (c *ctlRun) worker(ctx context.Context, ref string) (string, int) {
 		return "", c.fail(err)
 	}
 	if w.State == "hibernating" || w.State == "lost" {
-		opclient.Fprintf(c.env.stderr, "nymph ctl: note: worker %s is %s; the command waits until it polls again\n", w.ID, w.State)
+		termtext.Fprintf(c.env.stderr, "nymph ctl: note: worker %s is %s; the command waits until it polls again\n", w.ID, w.State)
 	}
 	return id, proceed
 }
@@ -248,9 +249,9 @@ func ctlWorkers(ctx context.Context, c *ctlRun, args []string) int {
 		return c.fail(err)
 	}
 	if *asJSON {
-		err = opclient.WriteJSON(c.env.stdout, ws)
+		err = termtext.WriteJSON(c.env.stdout, ws)
 	} else {
-		err = opclient.WriteWorkers(c.env.stdout, ws, time.Now())
+		err = termtext.WriteWorkers(c.env.stdout, ws, time.Now())
 	}
 	if err != nil {
 		return c.fail(err)
@@ -337,20 +338,20 @@ func ctlExec(ctx context.Context, c *ctlRun, args []string) int {
 		if err != nil {
 			return c.fail(err)
 		}
-		opclient.Fprintf(c.env.stdout, "%s\n", acc.ExecID)
+		termtext.Fprintf(c.env.stdout, "%s\n", acc.ExecID)
 		return 0
 	}
 	acc, out, err := c.client.RunExec(ctx, worker, req, c.env.stdout, c.env.stderr)
 	if err != nil {
 		if acc.ExecID != "" && errors.Is(err, context.Canceled) {
-			opclient.Fprintf(c.env.stderr, "nymph ctl: stopped following exec %s; it keeps running (nymph ctl logs %s --follow)\n", acc.ExecID, acc.ExecID)
+			termtext.Fprintf(c.env.stderr, "nymph ctl: stopped following exec %s; it keeps running (nymph ctl logs %s --follow)\n", acc.ExecID, acc.ExecID)
 			return 130
 		}
 		return c.fail(err)
 	}
 	code, msg := opclient.ExitStatus(acc.ExecID, out.Result)
 	if msg != "" {
-		opclient.Fprintf(c.env.stderr, "nymph ctl: %s\n", msg)
+		termtext.Fprintf(c.env.stderr, "nymph ctl: %s\n", msg)
 	}
 	return code
 }
@@ -395,7 +396,7 @@ func (c *ctlRun) accepted(acc operator.CommandAccepted, err error, what string) 
 	if err != nil {
 		return c.fail(err)
 	}
-	opclient.Fprintf(c.env.stdout, "queued %s %s for worker %s\n", what, acc.CommandID, acc.WorkerID)
+	termtext.Fprintf(c.env.stdout, "queued %s %s for worker %s\n", what, acc.CommandID, acc.WorkerID)
 	return 0
 }
 
@@ -436,7 +437,7 @@ func ctlHibernate(ctx context.Context, c *ctlRun, args []string) int {
 	}
 	acc, err := c.client.Hibernate(ctx, worker, req)
 	if err == nil {
-		opclient.Fprintf(c.env.stdout, "worker %s hibernates until %s\n", acc.WorkerID, t.UTC().Format(time.RFC3339))
+		termtext.Fprintf(c.env.stdout, "worker %s hibernates until %s\n", acc.WorkerID, t.UTC().Format(time.RFC3339))
 	}
 	return c.accepted(acc, err, "hibernate")
 }
@@ -541,7 +542,7 @@ func ctlRunInvocation(ctx context.Context, c *ctlRun, args []string) int {
 	if !*wait {
 		return c.printInvocation(inv, *asJSON)
 	}
-	opclient.Fprintf(c.env.stderr, "queued invocation %s on %s; waiting\n", inv.ID, inv.Queue)
+	termtext.Fprintf(c.env.stderr, "queued invocation %s on %s; waiting\n", inv.ID, inv.Queue)
 	return c.showInvocation(ctx, inv.ID, true, *asJSON)
 }
 
@@ -576,18 +577,18 @@ func parseRunConfig(env *cliEnv, arg string) (wire.RunConfig, error) {
 
 func (c *ctlRun) printInvocation(inv operator.Invocation, asJSON bool) int {
 	if asJSON {
-		if err := opclient.WriteJSON(c.env.stdout, inv); err != nil {
+		if err := termtext.WriteJSON(c.env.stdout, inv); err != nil {
 			return c.fail(err)
 		}
 		return 0
 	}
-	opclient.Fprintf(c.env.stdout, "invocation %s %s", inv.ID, inv.State)
+	termtext.Fprintf(c.env.stdout, "invocation %s %s", inv.ID, inv.State)
 	if inv.WorkerID != "" {
-		opclient.Fprintf(c.env.stdout, " on %s", inv.WorkerID)
+		termtext.Fprintf(c.env.stdout, " on %s", inv.WorkerID)
 	}
 	fmt.Fprintln(c.env.stdout)
 	if inv.Error != nil {
-		opclient.Fprintf(c.env.stdout, "error: %s: %s\n", inv.Error.TypeName, inv.Error.Message)
+		termtext.Fprintf(c.env.stdout, "error: %s: %s\n", inv.Error.TypeName, inv.Error.Message)
 	}
 	if len(inv.ResultBlob) > 0 {
 		fmt.Fprintf(c.env.stdout, "result: %d bytes\n", len(inv.ResultBlob))
@@ -626,9 +627,9 @@ func ctlInvocations(ctx context.Context, c *ctlRun, args []string) int {
 		return c.fail(err)
 	}
 	if *asJSON {
-		err = opclient.WriteJSON(c.env.stdout, invs)
+		err = termtext.WriteJSON(c.env.stdout, invs)
 	} else {
-		err = opclient.WriteInvocations(c.env.stdout, invs, time.Now())
+		err = termtext.WriteInvocations(c.env.stdout, invs, time.Now())
 	}
 	if err != nil {
 		return c.fail(err)
@@ -717,15 +718,15 @@ func ctlWait(ctx context.Context, c *ctlRun, args []string) int {
 	})
 	if errors.Is(err, context.DeadlineExceeded) {
 		if last.ID == "" {
-			opclient.Fprintf(c.env.stderr, "nymph ctl: no worker %q after %s\n", pos[0], *timeout)
+			termtext.Fprintf(c.env.stderr, "nymph ctl: no worker %q after %s\n", pos[0], *timeout)
 		} else {
-			opclient.Fprintf(c.env.stderr, "nymph ctl: worker %s is %s, not %s, after %s\n", last.ID, last.State, *state, *timeout)
+			termtext.Fprintf(c.env.stderr, "nymph ctl: worker %s is %s, not %s, after %s\n", last.ID, last.State, *state, *timeout)
 		}
 		return 1
 	}
 	if err != nil {
 		return c.fail(err)
 	}
-	opclient.Fprintf(c.env.stdout, "worker %s is %s\n", w.ID, w.State)
+	termtext.Fprintf(c.env.stdout, "worker %s is %s\n", w.ID, w.State)
 	return 0
 }

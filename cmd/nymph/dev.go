@@ -8,7 +8,7 @@ import (
 	"os"
 
 	"github.com/nymphd/nymph/cmd/nymph/internal/devstack"
-	"github.com/nymphd/nymph/hostio/opclient"
+	"github.com/nymphd/nymph/cmd/nymph/internal/termtext"
 )
 
 func runDev(ctx context.Context, env *cliEnv, args []string) int {
@@ -68,7 +68,7 @@ func devRun(ctx context.Context, env *cliEnv, stack *devstack.Stack, tourOnly, n
 	if err != nil {
 		return devFailed(ctx, env, err)
 	}
-	opclient.Fprintf(env.stdout, "worker %s (%s) is %s, runners %v\n\n", w.ID, w.Label, w.State, w.Capabilities.Runners)
+	termtext.Fprintf(env.stdout, "worker %s (%s) is %s, runners %v\n\n", w.ID, w.Label, w.State, w.Capabilities.Runners)
 	if !noTour {
 		if err := stack.Tour(ctx, w, env.stdout); err != nil {
 			return devFailed(ctx, env, err)

@@ -1,14 +1,13 @@
 // Package opclient is the HTTP client of `nymph serve`'s operator API (the
 // JSON routes in wirecore/operator) and the small pieces `nymph ctl` and
-// `nymph dev` build on it: following an exec's streamed output to its end,
-// waiting for a worker, and rendering tables.
+// `nymph dev` build on it: following an exec's streamed output to its end
+// and waiting for a worker.
 //
 // It decides how a request is sent (no redirect is followed, so the admin
 // bearer stays with the server URL), how an operator error is surfaced, how
-// an exec's remote exit code maps to a local one, and that a string from
-// the server is printed with its control characters escaped (Printable),
-// while an exec's output is handed on byte for byte. It does not decide
-// what a request means: the control plane does.
+// an exec's remote exit code maps to a local one, and that an exec's output
+// is handed on byte for byte. It does not decide what a request means (the
+// control plane does) nor how anything is printed (cmd/nymph/internal/termtext).
 package opclient
 
 import (

@@ -212,21 +212,6 @@ func TestWaitWorkerRetriesUntilServerUp(t *testing.T) {
 	}
 }
 
-func TestTables(t *testing.T) {
-	now := time.Unix(1000, 0)
-	var b bytes.Buffer
-	WriteWorkers(&b, []operator.Worker{
-		{ID: "w1", Label: "a", State: "active", Queues: []string{"gpu"}, Capabilities: wire.Capabilities{Runners: []string{"process", "docker"}}, LastSeenEpochS: 997},
-		{ID: "worker-two", State: "setting_up", PendingCommands: 2},
-	}, now)
-	want := "ID          LABEL  STATE       QUEUES   RUNNERS         RUNNING  PENDING  LAST SEEN\n" +
-		"w1          a      active      gpu      process,docker  0        0        3s ago\n" +
-		"worker-two  -      setting_up  default  -               0        2        never\n"
-	if b.String() != want {
-		t.Fatalf("workers table:\n%s\nwant:\n%s", b.String(), want)
-	}
-}
-
 func TestMatchWorker(t *testing.T) {
 	ws := []operator.Worker{
 		{ID: "a", MachineID: "host1", Label: "one", State: "active"},

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nymphd/nymph/cmd/nymph/internal/termtext"
 	"github.com/nymphd/nymph/hostio/opclient"
 	"github.com/nymphd/nymph/wirecore/operator"
 )
@@ -90,12 +91,12 @@ func (s *Stack) Tour(ctx context.Context, w operator.Worker, out io.Writer) erro
 }
 
 func (s *Stack) stepExec(ctx context.Context, worker string, out io.Writer) error {
-	opclient.Fprintf(out, "$ nymph ctl exec %s -- %s\n", worker, tourExec)
+	termtext.Fprintf(out, "$ nymph ctl exec %s -- %s\n", worker, tourExec)
 	_, res, err := s.Client.RunExec(ctx, worker, operator.ExecRequest{Command: tourExec}, out, out)
 	if err != nil {
 		return err
 	}
-	opclient.Fprintf(out, "(exit code %d, %d ms)\n", res.Result.ExitCode, res.Result.DurationMS)
+	termtext.Fprintf(out, "(exit code %d, %d ms)\n", res.Result.ExitCode, res.Result.DurationMS)
 	if res.Result.ExitCode != 0 {
 		return fmt.Errorf("%s exited %d", tourExec, res.Result.ExitCode)
 	}
@@ -103,7 +104,7 @@ func (s *Stack) stepExec(ctx context.Context, worker string, out io.Writer) erro
 }
 
 func (s *Stack) stepStreamed(ctx context.Context, worker string, out io.Writer) error {
-	opclient.Fprintf(out, "$ nymph ctl exec %s -- '%s'\n", worker, tourStreamed)
+	termtext.Fprintf(out, "$ nymph ctl exec %s -- '%s'\n", worker, tourStreamed)
 	stamped := &stampWriter{w: out, start: time.Now()}
 	req := operator.ExecRequest{Command: tourStreamed, Stream: true, FlushMS: 100}
 	_, res, err := s.Client.RunExec(ctx, worker, req, stamped, stamped)
@@ -111,7 +112,7 @@ func (s *Stack) stepStreamed(ctx context.Context, worker string, out io.Writer) 
 		return err
 	}
 	stamped.flush()
-	opclient.Fprintf(out, "(exit code %d, %d ms; stdout and stderr arrive interleaved as produced)\n", res.Result.ExitCode, res.Result.DurationMS)
+	termtext.Fprintf(out, "(exit code %d, %d ms; stdout and stderr arrive interleaved as produced)\n", res.Result.ExitCode, res.Result.DurationMS)
 	if res.Result.ExitCode != 0 {
 		return fmt.Errorf("streamed exec exited %d", res.Result.ExitCode)
 	}
@@ -119,15 +120,15 @@ func (s *Stack) stepStreamed(ctx context.Context, worker string, out io.Writer) 
 }
 
 func (s *Stack) stepSetup(ctx context.Context, worker string, out io.Writer) error {
-	opclient.Fprintf(out, "$ nymph ctl setup %s --script setup.sh --refresh-capabilities --name tour\n", worker)
+	termtext.Fprintf(out, "$ nymph ctl setup %s --script setup.sh --refresh-capabilities --name tour\n", worker)
 	for _, line := range strings.Split(strings.TrimSpace(tourSetup), "\n") {
-		opclient.Fprintf(out, "  | %s\n", line)
+		termtext.Fprintf(out, "  | %s\n", line)
 	}
 	acc, err := s.Client.Setup(ctx, worker, operator.SetupRequest{Script: tourSetup, RefreshCapabilities: true, Name: "tour"})
 	if err != nil {
 		return err
 	}
-	opclient.Fprintf(out, "queued setup %s\n", acc.CommandID)
+	termtext.Fprintf(out, "queued setup %s\n", acc.CommandID)
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	// Watch the worker's state until it was seen setting up and is active
@@ -138,7 +139,7 @@ func (s *Stack) stepSetup(ctx context.Context, worker string, out io.Writer) err
 			return false
 		}
 		if w.State != last {
-			opclient.Fprintf(out, "worker %s: %s\n", w.ID, w.State)
+			termtext.Fprintf(out, "worker %s: %s\n", w.ID, w.State)
 			last = w.State
 		}
 		sawSetup = sawSetup || w.State == "setting_up"
@@ -149,9 +150,9 @@ func (s *Stack) stepSetup(ctx context.Context, worker string, out io.Writer) err
 	}
 	inv, err := s.Client.Invocation(ctx, "setup-"+acc.CommandID)
 	if err == nil {
-		opclient.Fprintf(out, "setup-%s: %s", acc.CommandID, inv.State)
+		termtext.Fprintf(out, "setup-%s: %s", acc.CommandID, inv.State)
 		if inv.Error != nil {
-			opclient.Fprintf(out, " (%s: %s)", inv.Error.TypeName, inv.Error.Message)
+			termtext.Fprintf(out, " (%s: %s)", inv.Error.TypeName, inv.Error.Message)
 		}
 		fmt.Fprintln(out)
 	} else if !opclient.IsNotFound(err) {

@@ -1,4 +1,14 @@
-package opclient
+// Package termtext is how the command line prints what a control plane
+// says: every string the server supplies (ids, labels, tags, states, error
+// messages) with whatever could drive a terminal escaped (Printable,
+// Fprintf), --json output with the controls encoding/json leaves raw
+// escaped too (WriteJSON), and the aligned tables of `nymph ctl workers`
+// and `nymph ctl invocations`.
+//
+// It decides the escaping and the tables' columns. It does not decide what
+// ctl or dev print or when, and it never touches an exec's own output,
+// which ctl hands on byte for byte.
+package termtext
 
 import (
 	"bytes"
@@ -20,9 +30,8 @@ import (
 // C1 controls and other runes that do not print (bidirectional overrides,
 // for one), and each byte of invalid UTF-8 as \xNN. Printable text, letters
 // of any script and spaces are kept as they are, and no quotes are added.
-// Every string the server supplies (ids, labels, tags, states, error
-// messages) goes through it before ctl prints it; an exec's own output does
-// not, since ctl hands it on byte for byte.
+// Every string the server supplies goes through it before ctl or dev
+// prints it.
 func Printable(s string) string {
 	i := 0
 	for i < len(s) {
@@ -61,8 +70,8 @@ func printableRune(r rune, size int) bool {
 	return r == ' ' || unicode.IsPrint(r)
 }
 
-// Fprintf is fmt.Fprintf for the lines ctl prints: the format is ctl's
-// own, and every string, []string, error and fmt.Stringer argument (which
+// Fprintf is fmt.Fprintf for the lines ctl and dev print: the format is
+// the caller's own, and every string, []string, error and fmt.Stringer argument (which
 // may come from the server) is passed through Printable first.
 func Fprintf(w io.Writer, format string, a ...any) (int, error) {
 	safe := make([]any, len(a))
