@@ -4,48 +4,38 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/nymphd/nymph/wirecore/operator"
 	"github.com/nymphd/nymph/wirecore/plane"
 )
 
 func (s *Server) adminRoutes(m *http.ServeMux) {
-	at := func(now time.Time) plane.At { return plane.At{Now: now} }
-	get := func(path string, build func(r *http.Request) func(time.Time, plane.RequestID) plane.Event) {
+	get := func(path string, build func(r *http.Request) plane.Request) {
 		m.HandleFunc("GET "+path, s.admin(func(w http.ResponseWriter, r *http.Request) {
 			s.finishAdmin(w, r, build(r))
 		}))
 	}
-	get(operator.PathWorkers, func(*http.Request) func(time.Time, plane.RequestID) plane.Event {
-		return func(now time.Time, id plane.RequestID) plane.Event { return plane.ListWorkers{At: at(now), Req: id} }
+	get(operator.PathWorkers, func(*http.Request) plane.Request {
+		return plane.ListWorkers{}
 	})
-	get(operator.PathWorker, func(r *http.Request) func(time.Time, plane.RequestID) plane.Event {
+	get(operator.PathWorker, func(r *http.Request) plane.Request {
 		wid := r.PathValue("id")
-		return func(now time.Time, id plane.RequestID) plane.Event {
-			return plane.GetWorker{At: at(now), Req: id, WorkerID: wid}
-		}
+		return plane.GetWorker{WorkerID: wid}
 	})
-	get(operator.PathExecStatus, func(r *http.Request) func(time.Time, plane.RequestID) plane.Event {
+	get(operator.PathExecStatus, func(r *http.Request) plane.Request {
 		xid := r.PathValue("id")
-		return func(now time.Time, id plane.RequestID) plane.Event {
-			return plane.GetExec{At: at(now), Req: id, ExecID: xid}
-		}
+		return plane.GetExec{ExecID: xid}
 	})
-	get(operator.PathInvocations, func(*http.Request) func(time.Time, plane.RequestID) plane.Event {
-		return func(now time.Time, id plane.RequestID) plane.Event {
-			return plane.ListInvocations{At: at(now), Req: id}
-		}
+	get(operator.PathInvocations, func(*http.Request) plane.Request {
+		return plane.ListInvocations{}
 	})
-	get(operator.PathInvocation, func(r *http.Request) func(time.Time, plane.RequestID) plane.Event {
+	get(operator.PathInvocation, func(r *http.Request) plane.Request {
 		iid := r.PathValue("id")
-		return func(now time.Time, id plane.RequestID) plane.Event {
-			return plane.GetInvocation{At: at(now), Req: id, InvocationID: iid}
-		}
+		return plane.GetInvocation{InvocationID: iid}
 	})
 	m.HandleFunc("GET "+operator.PathExecLogs, s.admin(s.logs))
 
-	post := func(path string, build func(r *http.Request, body []byte) (func(time.Time, plane.RequestID) plane.Event, error)) {
+	post := func(path string, build func(r *http.Request, body []byte) (plane.Request, error)) {
 		m.HandleFunc("POST "+path, s.admin(func(w http.ResponseWriter, r *http.Request) {
 			body, ok := s.readBody(w, r, MaxResultBody, true)
 			if !ok {
@@ -59,57 +49,46 @@ func (s *Server) adminRoutes(m *http.ServeMux) {
 			s.finishAdmin(w, r, ev)
 		}))
 	}
-	post(operator.PathExec, func(r *http.Request, body []byte) (func(time.Time, plane.RequestID) plane.Event, error) {
+	post(operator.PathExec, func(r *http.Request, body []byte) (plane.Request, error) {
 		var req operator.ExecRequest
+		err := decodeJSON(body, &req)
 		wid := r.PathValue("id")
-		return func(now time.Time, id plane.RequestID) plane.Event {
-			return plane.EnqueueExec{At: at(now), Req: id, WorkerID: wid, Body: req}
-		}, decodeJSON(body, &req)
+		return plane.EnqueueExec{WorkerID: wid, Body: req}, err
 	})
-	post(operator.PathSetup, func(r *http.Request, body []byte) (func(time.Time, plane.RequestID) plane.Event, error) {
+	post(operator.PathSetup, func(r *http.Request, body []byte) (plane.Request, error) {
 		var req operator.SetupRequest
+		err := decodeJSON(body, &req)
 		wid := r.PathValue("id")
-		return func(now time.Time, id plane.RequestID) plane.Event {
-			return plane.EnqueueSetup{At: at(now), Req: id, WorkerID: wid, Body: req}
-		}, decodeJSON(body, &req)
+		return plane.EnqueueSetup{WorkerID: wid, Body: req}, err
 	})
-	post(operator.PathHibernate, func(r *http.Request, body []byte) (func(time.Time, plane.RequestID) plane.Event, error) {
+	post(operator.PathHibernate, func(r *http.Request, body []byte) (plane.Request, error) {
 		var req operator.HibernateRequest
+		err := decodeJSON(body, &req)
 		wid := r.PathValue("id")
-		return func(now time.Time, id plane.RequestID) plane.Event {
-			return plane.EnqueueHibernate{At: at(now), Req: id, WorkerID: wid, Body: req}
-		}, decodeJSON(body, &req)
+		return plane.EnqueueHibernate{WorkerID: wid, Body: req}, err
 	})
-	post(operator.PathReset, func(r *http.Request, _ []byte) (func(time.Time, plane.RequestID) plane.Event, error) {
+	post(operator.PathReset, func(r *http.Request, _ []byte) (plane.Request, error) {
 		wid := r.PathValue("id")
-		return func(now time.Time, id plane.RequestID) plane.Event {
-			return plane.EnqueueReset{At: at(now), Req: id, WorkerID: wid}
-		}, nil
+		return plane.EnqueueReset{WorkerID: wid}, nil
 	})
-	post(operator.PathUpdate, func(r *http.Request, body []byte) (func(time.Time, plane.RequestID) plane.Event, error) {
+	post(operator.PathUpdate, func(r *http.Request, body []byte) (plane.Request, error) {
 		var req operator.UpdateRequest
+		err := decodeJSON(body, &req)
 		wid := r.PathValue("id")
-		return func(now time.Time, id plane.RequestID) plane.Event {
-			return plane.EnqueueUpdate{At: at(now), Req: id, WorkerID: wid, Body: req}
-		}, decodeJSON(body, &req)
+		return plane.EnqueueUpdate{WorkerID: wid, Body: req}, err
 	})
-	post(operator.PathRotateKey, func(r *http.Request, _ []byte) (func(time.Time, plane.RequestID) plane.Event, error) {
+	post(operator.PathRotateKey, func(r *http.Request, _ []byte) (plane.Request, error) {
 		wid := r.PathValue("id")
-		return func(now time.Time, id plane.RequestID) plane.Event {
-			return plane.EnqueueRotateKey{At: at(now), Req: id, WorkerID: wid}
-		}, nil
+		return plane.EnqueueRotateKey{WorkerID: wid}, nil
 	})
-	post(operator.PathInvocations, func(_ *http.Request, body []byte) (func(time.Time, plane.RequestID) plane.Event, error) {
+	post(operator.PathInvocations, func(_ *http.Request, body []byte) (plane.Request, error) {
 		var req operator.RunRequest
-		return func(now time.Time, id plane.RequestID) plane.Event {
-			return plane.EnqueueRun{At: at(now), Req: id, Body: req}
-		}, decodeJSON(body, &req)
+		err := decodeJSON(body, &req)
+		return plane.EnqueueRun{Body: req}, err
 	})
-	post(operator.PathKill, func(r *http.Request, _ []byte) (func(time.Time, plane.RequestID) plane.Event, error) {
+	post(operator.PathKill, func(r *http.Request, _ []byte) (plane.Request, error) {
 		iid := r.PathValue("id")
-		return func(now time.Time, id plane.RequestID) plane.Event {
-			return plane.Kill{At: at(now), Req: id, InvocationID: iid}
-		}, nil
+		return plane.Kill{InvocationID: iid}, nil
 	})
 }
 
@@ -133,8 +112,8 @@ func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-func (s *Server) finishAdmin(w http.ResponseWriter, r *http.Request, build func(time.Time, plane.RequestID) plane.Event) {
-	_, rep, err := s.call(r.Context(), build)
+func (s *Server) finishAdmin(w http.ResponseWriter, r *http.Request, req plane.Request) {
+	_, rep, err := s.call(r.Context(), req)
 	if err != nil {
 		if r.Context().Err() == nil {
 			adminError(w, http.StatusServiceUnavailable, err.Error())
@@ -168,9 +147,7 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	execID := r.PathValue("id")
-	_, rep, err := s.call(r.Context(), func(now time.Time, id plane.RequestID) plane.Event {
-		return plane.WaitLogs{At: plane.At{Now: now}, Req: id, ExecID: execID, Offset: offset, WaitS: wait}
-	})
+	_, rep, err := s.call(r.Context(), plane.WaitLogs{ExecID: execID, Offset: offset, WaitS: wait})
 	if err != nil {
 		if r.Context().Err() == nil {
 			adminError(w, http.StatusServiceUnavailable, err.Error())

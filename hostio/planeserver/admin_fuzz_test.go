@@ -16,28 +16,27 @@ var operatorRoutes = []string{"exec", "setup", "hibernate", "update", "run"}
 // (decodeJSON into the route's request type) and builds the event its
 // handler would step, addressed to workerID.
 func operatorEvent(route string, workerID string, body []byte, req plane.RequestID) (plane.Event, error) {
-	at := plane.At{Now: fuzzT0}
 	switch route {
 	case "exec":
 		var r operator.ExecRequest
 		err := decodeJSON(body, &r)
-		return plane.EnqueueExec{At: at, Req: req, WorkerID: workerID, Body: r}, err
+		return plane.EnqueueExec{Req: req, WorkerID: workerID, Body: r}, err
 	case "setup":
 		var r operator.SetupRequest
 		err := decodeJSON(body, &r)
-		return plane.EnqueueSetup{At: at, Req: req, WorkerID: workerID, Body: r}, err
+		return plane.EnqueueSetup{Req: req, WorkerID: workerID, Body: r}, err
 	case "hibernate":
 		var r operator.HibernateRequest
 		err := decodeJSON(body, &r)
-		return plane.EnqueueHibernate{At: at, Req: req, WorkerID: workerID, Body: r}, err
+		return plane.EnqueueHibernate{Req: req, WorkerID: workerID, Body: r}, err
 	case "update":
 		var r operator.UpdateRequest
 		err := decodeJSON(body, &r)
-		return plane.EnqueueUpdate{At: at, Req: req, WorkerID: workerID, Body: r}, err
+		return plane.EnqueueUpdate{Req: req, WorkerID: workerID, Body: r}, err
 	case "run":
 		var r operator.RunRequest
 		err := decodeJSON(body, &r)
-		return plane.EnqueueRun{At: at, Req: req, Body: r}, err
+		return plane.EnqueueRun{Req: req, Body: r}, err
 	}
 	panic("unknown operator route " + route)
 }

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/nymphd/nymph/wirecore/operator"
 	"github.com/nymphd/nymph/wirecore/plane"
@@ -105,8 +104,8 @@ func bearerIs(header, token string) bool {
 
 // finish answers a request with the loop's reply, or 503 when the loop
 // could not take it.
-func (s *Server) finish(w http.ResponseWriter, r *http.Request, asJSON bool, build func(now time.Time, id plane.RequestID) plane.Event) {
-	id, rep, err := s.call(r.Context(), build)
+func (s *Server) finish(w http.ResponseWriter, r *http.Request, asJSON bool, req plane.Request) {
+	id, rep, err := s.call(r.Context(), req)
 	if rep == nil {
 		if r.Context().Err() == nil {
 			writeError(w, http.StatusServiceUnavailable, asJSON, err.Error())
@@ -151,9 +150,7 @@ func (s *Server) hello(w http.ResponseWriter, r *http.Request, asJSON bool) {
 		writeError(w, http.StatusBadRequest, asJSON, "malformed hello: "+err.Error())
 		return
 	}
-	s.finish(w, r, asJSON, func(now time.Time, id plane.RequestID) plane.Event {
-		return plane.Hello{At: plane.At{Now: now}, Req: id, Body: req, Missing: missing}
-	})
+	s.finish(w, r, asJSON, plane.Hello{Body: req, Missing: missing})
 }
 
 // decodeHello reads a hello body: the first required key it lacks (then
@@ -175,9 +172,7 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request, asJSON bool) {
 		writeError(w, http.StatusBadRequest, asJSON, "malformed poll: "+err.Error())
 		return
 	}
-	s.finish(w, r, asJSON, func(now time.Time, id plane.RequestID) plane.Event {
-		return plane.Poll{At: plane.At{Now: now}, Req: id, Body: req}
-	})
+	s.finish(w, r, asJSON, plane.Poll{Body: req})
 }
 
 func (s *Server) ack(w http.ResponseWriter, r *http.Request, asJSON bool) {
@@ -190,9 +185,7 @@ func (s *Server) ack(w http.ResponseWriter, r *http.Request, asJSON bool) {
 		writeError(w, http.StatusBadRequest, asJSON, "malformed ack: "+err.Error())
 		return
 	}
-	s.finish(w, r, asJSON, func(now time.Time, id plane.RequestID) plane.Event {
-		return plane.Ack{At: plane.At{Now: now}, Req: id, Body: req}
-	})
+	s.finish(w, r, asJSON, plane.Ack{Body: req})
 }
 
 // execResult takes the result as msgpack or, as docs/protocol.md, "Exec
@@ -214,9 +207,7 @@ func (s *Server) execResult(w http.ResponseWriter, r *http.Request, asJSON bool)
 		return
 	}
 	execID := r.PathValue("exec_id")
-	s.finish(w, r, asJSON, func(now time.Time, id plane.RequestID) plane.Event {
-		return plane.ExecResult{At: plane.At{Now: now}, Req: id, ExecID: execID, Body: res}
-	})
+	s.finish(w, r, asJSON, plane.ExecResult{ExecID: execID, Body: res})
 }
 
 // chunk takes raw log bytes, whatever the content type says.
@@ -226,9 +217,7 @@ func (s *Server) chunk(w http.ResponseWriter, r *http.Request, asJSON bool) {
 		return
 	}
 	execID := r.PathValue("exec_id")
-	s.finish(w, r, asJSON, func(now time.Time, id plane.RequestID) plane.Event {
-		return plane.Chunk{At: plane.At{Now: now}, Req: id, ExecID: execID, Data: body}
-	})
+	s.finish(w, r, asJSON, plane.Chunk{ExecID: execID, Data: body})
 }
 
 func (s *Server) accept(w http.ResponseWriter, r *http.Request, asJSON bool) {

@@ -34,13 +34,13 @@ type fuzzFixture struct {
 
 func newFuzzFixture(t testing.TB) *fuzzFixture {
 	fx := &fuzzFixture{p: plane.New(plane.Config{Entropy: rand.NewChaCha8([32]byte{9}), MaxWorkers: 2})}
-	r := fx.step(t, plane.Hello{At: plane.At{Now: fuzzT0}, Body: *helloBody("m1")})
+	r := fx.step(t, plane.Hello{Body: *helloBody("m1")})
 	fx.worker = *r.Body.(wire.HelloResponse).WorkerID
-	r = fx.step(t, plane.EnqueueExec{At: plane.At{Now: fuzzT0}, WorkerID: fx.worker, Body: operator.ExecRequest{Command: "true", Stream: true}})
+	r = fx.step(t, plane.EnqueueExec{WorkerID: fx.worker, Body: operator.ExecRequest{Command: "true", Stream: true}})
 	fx.exec = r.Body.(operator.ExecAccepted).ExecID
-	r = fx.step(t, plane.EnqueueRun{At: plane.At{Now: fuzzT0}, Body: operator.RunRequest{Function: wire.Function{Module: "m", Qualname: "f"}}})
+	r = fx.step(t, plane.EnqueueRun{Body: operator.RunRequest{Function: wire.Function{Module: "m", Qualname: "f"}}})
 	fx.invoke = r.Body.(operator.Invocation).ID
-	if r := fx.step(t, plane.Poll{At: plane.At{Now: fuzzT0}, Body: wire.PollRequest{WorkerID: fx.worker}}); len(r.Body.(wire.PollResponse).Commands) != 2 {
+	if r := fx.step(t, plane.Poll{Body: wire.PollRequest{WorkerID: fx.worker}}); len(r.Body.(wire.PollResponse).Commands) != 2 {
 		t.Fatalf("fixture poll: %+v", r.Body)
 	}
 	return fx
@@ -70,7 +70,7 @@ func (fx *fuzzFixture) step(t testing.TB, ev plane.Event) plane.Reply {
 		e.Req = fx.next
 		ev = e
 	}
-	for _, eff := range fx.p.Step(ev) {
+	for _, eff := range fx.p.Step(fuzzT0, ev) {
 		switch e := eff.(type) {
 		case plane.Reply:
 			if e.Req == fx.next {
@@ -141,7 +141,7 @@ func FuzzHelloBody(f *testing.F) {
 			return // 400 malformed hello
 		}
 		fx := newFuzzFixture(t)
-		checkAnswer(t, fx.step(t, plane.Hello{At: plane.At{Now: fuzzT0}, Body: req, Missing: missing}), false)
+		checkAnswer(t, fx.step(t, plane.Hello{Body: req, Missing: missing}), false)
 	})
 }
 
@@ -158,7 +158,7 @@ func FuzzPollBody(f *testing.F) {
 			return // 400 malformed poll
 		}
 		fx := newFuzzFixture(t)
-		checkAnswer(t, fx.step(t, plane.Poll{At: plane.At{Now: fuzzT0}, Body: req}), false)
+		checkAnswer(t, fx.step(t, plane.Poll{Body: req}), false)
 	})
 }
 
@@ -174,7 +174,7 @@ func FuzzAckBody(f *testing.F) {
 			return // 400 malformed ack
 		}
 		fx := newFuzzFixture(t)
-		checkAnswer(t, fx.step(t, plane.Ack{At: plane.At{Now: fuzzT0}, Body: req}), false)
+		checkAnswer(t, fx.step(t, plane.Ack{Body: req}), false)
 	})
 }
 
@@ -205,7 +205,7 @@ func FuzzExecResultBody(f *testing.F) {
 			return // 400 malformed exec result
 		}
 		fx := newFuzzFixture(t)
-		checkAnswer(t, fx.step(t, plane.ExecResult{At: plane.At{Now: fuzzT0}, ExecID: execID, Body: res}), asJSON)
+		checkAnswer(t, fx.step(t, plane.ExecResult{ExecID: execID, Body: res}), asJSON)
 	})
 }
 

@@ -8,11 +8,12 @@ import (
 	"github.com/nymphd/nymph/wirecore/plane"
 )
 
-// message is one event for the loop. build makes the event from the time
-// the loop steps it; reply, when set, waits for the answer to id.
+// message is one event for the loop, stepped at the time the loop takes
+// it. A plane.Request is named id as it is stepped, and its answer goes
+// to reply.
 type message struct {
+	ev    plane.Event
 	id    plane.RequestID
-	build func(now time.Time, id plane.RequestID) plane.Event
 	reply chan plane.Reply
 	// peek, when set, runs on the loop with the core instead of an event.
 	peek func(*plane.Plane)
@@ -45,7 +46,7 @@ func (s *Server) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-ticker.C:
-			l.group(ctx, message{build: func(now time.Time, _ plane.RequestID) plane.Event { return plane.Tick{At: plane.At{Now: now}} }})
+			l.group(ctx, message{ev: plane.Tick{}})
 		case m := <-s.in:
 			l.group(ctx, m)
 		}
@@ -92,22 +93,23 @@ func (l *loop) step(m message) {
 		m.peek(l.s.core)
 		return
 	}
-	if m.reply != nil {
+	ev := m.ev
+	if req, ok := ev.(plane.Request); ok {
+		ev = req.Named(m.id)
 		l.pending[m.id] = m.reply
 	}
-	now := l.s.cfg.Now()
-	ev := m.build(now, m.id)
-	if _, gone := ev.(plane.Gone); gone {
-		delete(l.pending, m.id)
-		if t := l.timers[m.id]; t != nil {
+	if gone, ok := ev.(plane.Gone); ok {
+		delete(l.pending, gone.Req)
+		if t := l.timers[gone.Req]; t != nil {
 			t.Stop()
-			delete(l.timers, m.id)
+			delete(l.timers, gone.Req)
 		}
 	}
 	if m.done != nil {
 		defer close(m.done)
 	}
-	for _, eff := range l.s.core.Step(ev) {
+	now := l.s.cfg.Now()
+	for _, eff := range l.s.core.Step(now, ev) {
 		switch e := eff.(type) {
 		case plane.Persist:
 			l.batch.merge(&e.Batch)
@@ -125,9 +127,7 @@ func (l *loop) parkTimer(id plane.RequestID, d time.Duration) {
 	}
 	s := l.s
 	l.timers[id] = time.AfterFunc(d, func() {
-		m := message{id: id, build: func(now time.Time, id plane.RequestID) plane.Event {
-			return plane.PollDeadline{At: plane.At{Now: now}, Req: id}
-		}}
+		m := message{ev: plane.PollDeadline{Req: id}}
 		select {
 		case s.in <- m:
 		case <-s.stop:
@@ -172,16 +172,16 @@ func (l *loop) failAll(msg string) {
 	}
 }
 
-// call sends an event to the loop and waits for its reply. When the
+// call sends a request to the loop and waits for its reply. When the
 // client goes away first, the loop is told (plane.Gone) so a parked poll
 // does not take work for a daemon that is no longer listening; a reply
 // the loop made before it heard of that is still returned, with the
 // context's error, so the caller can hand its commands back.
-func (s *Server) call(ctx context.Context, build func(now time.Time, id plane.RequestID) plane.Event) (plane.RequestID, *plane.Reply, error) {
+func (s *Server) call(ctx context.Context, req plane.Request) (plane.RequestID, *plane.Reply, error) {
 	id := plane.RequestID(s.nextID.Add(1))
 	ch := make(chan plane.Reply, 1)
 	select {
-	case s.in <- message{id: id, build: build, reply: ch}:
+	case s.in <- message{ev: req, id: id, reply: ch}:
 	case <-s.stop:
 		return id, nil, errUnavailable
 	case <-ctx.Done():
@@ -200,9 +200,7 @@ func (s *Server) call(ctx context.Context, build func(now time.Time, id plane.Re
 	case <-ctx.Done():
 	}
 	processed := make(chan struct{})
-	gone := message{id: id, build: func(now time.Time, id plane.RequestID) plane.Event {
-		return plane.Gone{At: plane.At{Now: now}, Req: id}
-	}, done: processed}
+	gone := message{ev: plane.Gone{Req: id}, done: processed}
 	select {
 	case s.in <- gone:
 		select {
@@ -221,9 +219,7 @@ func (s *Server) call(ctx context.Context, build func(now time.Time, id plane.Re
 
 // undeliver tells the loop the reply to poll id never reached its daemon.
 func (s *Server) undeliver(id plane.RequestID) {
-	m := message{id: id, build: func(now time.Time, id plane.RequestID) plane.Event {
-		return plane.Undelivered{At: plane.At{Now: now}, Req: id}
-	}}
+	m := message{ev: plane.Undelivered{Req: id}}
 	select {
 	case s.in <- m:
 	case <-s.stop:

@@ -4,9 +4,9 @@
 // A host feeds it events (a hello, a poll, an ack, an exec result, a log
 // chunk, an operator request, a clock tick, a poll deadline) and carries out
 // the effects it returns (persist this batch of records, reply to request N,
-// park poll N until T). The current time arrives inside each event and ids
-// are drawn from the entropy source in Config, so a transcript of events
-// always yields the same effects.
+// park poll N until T). Step takes the current time beside each event, and
+// ids are drawn from the entropy source in Config, so a transcript of
+// events always yields the same effects.
 //
 // It decides: admission of a hello (protocol_mismatch, 422 for a missing
 // field, worker ids by machine_id), what a poll receives (one exec, one

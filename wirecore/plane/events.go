@@ -1,8 +1,6 @@
 package plane
 
 import (
-	"time"
-
 	"github.com/nymphd/nymph/wirecore/operator"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
@@ -12,21 +10,24 @@ import (
 // Park effect names the request it is for.
 type RequestID uint64
 
-// Event is one input to Step. Every event carries the current time.
-type Event interface {
-	eventTime() time.Time
+// Event is one input to Step: something that happened, without the time
+// it happened at (Step takes that). The set is closed: only the types in
+// this file implement it.
+type Event interface{ isEvent() }
+
+// Request is an Event a client waits on: a daemon route or an operator
+// route. Its Req is the host's name for it; Named sets that name, so a
+// host can build the event where the request is read and name it where
+// it steps it.
+type Request interface {
+	Event
+	Named(id RequestID) Request
 }
-
-// At is the time part every event embeds.
-type At struct{ Now time.Time }
-
-func (a At) eventTime() time.Time { return a.Now }
 
 // Hello is POST /v1/daemon/hello. Missing is the dotted path of the first
 // required key absent from the raw body (MissingHelloField), "" when all
 // are present.
 type Hello struct {
-	At
 	Req     RequestID
 	Body    wire.HelloRequest
 	Missing string
@@ -34,7 +35,6 @@ type Hello struct {
 
 // Poll is POST /v1/daemon/poll.
 type Poll struct {
-	At
 	Req  RequestID
 	Body wire.PollRequest
 }
@@ -42,13 +42,11 @@ type Poll struct {
 // PollDeadline fires when a parked poll or log wait reaches the Until of
 // its Park effect. A deadline for a request already answered is ignored.
 type PollDeadline struct {
-	At
 	Req RequestID
 }
 
 // Gone says the client of a parked request went away: forget it.
 type Gone struct {
-	At
 	Req RequestID
 }
 
@@ -57,20 +55,17 @@ type Gone struct {
 // parked poll whenever a local exec or setup ends). The commands of that
 // reply go back to the front of the worker's queue.
 type Undelivered struct {
-	At
 	Req RequestID
 }
 
 // Ack is POST /v1/daemon/ack.
 type Ack struct {
-	At
 	Req  RequestID
 	Body wire.Ack
 }
 
 // ExecResult is POST /v1/daemon/exec/{exec_id}/result.
 type ExecResult struct {
-	At
 	Req    RequestID
 	ExecID string
 	Body   wire.ExecResult
@@ -79,7 +74,6 @@ type ExecResult struct {
 // Chunk is POST /v1/daemon/exec/{exec_id}/chunk: raw log bytes. Data is
 // referenced by the Batch until the host applied it.
 type Chunk struct {
-	At
 	Req    RequestID
 	ExecID string
 	Data   []byte
@@ -87,26 +81,23 @@ type Chunk struct {
 
 // Tick is a clock tick: the plane marks lost workers and expires parked
 // requests whose deadline passed. A host ticks about once a second.
-type Tick struct{ At }
+type Tick struct{}
 
 // Operator requests (the admin API of wirecore/operator).
 
 // ListWorkers is GET operator.PathWorkers.
 type ListWorkers struct {
-	At
 	Req RequestID
 }
 
 // GetWorker is GET operator.PathWorker.
 type GetWorker struct {
-	At
 	Req      RequestID
 	WorkerID string
 }
 
 // EnqueueExec is POST operator.PathExec.
 type EnqueueExec struct {
-	At
 	Req      RequestID
 	WorkerID string
 	Body     operator.ExecRequest
@@ -114,7 +105,6 @@ type EnqueueExec struct {
 
 // EnqueueSetup is POST operator.PathSetup.
 type EnqueueSetup struct {
-	At
 	Req      RequestID
 	WorkerID string
 	Body     operator.SetupRequest
@@ -122,7 +112,6 @@ type EnqueueSetup struct {
 
 // EnqueueHibernate is POST operator.PathHibernate.
 type EnqueueHibernate struct {
-	At
 	Req      RequestID
 	WorkerID string
 	Body     operator.HibernateRequest
@@ -130,7 +119,6 @@ type EnqueueHibernate struct {
 
 // EnqueueReset is POST operator.PathReset (a reset_backoff command).
 type EnqueueReset struct {
-	At
 	Req      RequestID
 	WorkerID string
 }
@@ -138,7 +126,6 @@ type EnqueueReset struct {
 // EnqueueUpdate is POST operator.PathUpdate: an ota_update command, and
 // target_nymph_version on the worker's polls until it reports the version.
 type EnqueueUpdate struct {
-	At
 	Req      RequestID
 	WorkerID string
 	Body     operator.UpdateRequest
@@ -146,14 +133,12 @@ type EnqueueUpdate struct {
 
 // EnqueueRotateKey is POST operator.PathRotateKey.
 type EnqueueRotateKey struct {
-	At
 	Req      RequestID
 	WorkerID string
 }
 
 // GetExec is GET operator.PathExecStatus.
 type GetExec struct {
-	At
 	Req    RequestID
 	ExecID string
 }
@@ -161,7 +146,6 @@ type GetExec struct {
 // WaitLogs is GET operator.PathExecLogs: answered at once when bytes past
 // Offset exist or the exec finished, else parked for up to WaitS seconds.
 type WaitLogs struct {
-	At
 	Req    RequestID
 	ExecID string
 	Offset int64
@@ -170,20 +154,17 @@ type WaitLogs struct {
 
 // ListInvocations is GET operator.PathInvocations.
 type ListInvocations struct {
-	At
 	Req RequestID
 }
 
 // GetInvocation is GET operator.PathInvocation.
 type GetInvocation struct {
-	At
 	Req          RequestID
 	InvocationID string
 }
 
 // EnqueueRun is POST operator.PathInvocations.
 type EnqueueRun struct {
-	At
 	Req  RequestID
 	Body operator.RunRequest
 }
@@ -191,7 +172,51 @@ type EnqueueRun struct {
 // Kill is POST operator.PathKill: a queued invocation becomes killed; a
 // running one answers 409 (the protocol has no cancel command).
 type Kill struct {
-	At
 	Req          RequestID
 	InvocationID string
 }
+
+func (Hello) isEvent()            {}
+func (Poll) isEvent()             {}
+func (PollDeadline) isEvent()     {}
+func (Gone) isEvent()             {}
+func (Undelivered) isEvent()      {}
+func (Ack) isEvent()              {}
+func (ExecResult) isEvent()       {}
+func (Chunk) isEvent()            {}
+func (Tick) isEvent()             {}
+func (ListWorkers) isEvent()      {}
+func (GetWorker) isEvent()        {}
+func (EnqueueExec) isEvent()      {}
+func (EnqueueSetup) isEvent()     {}
+func (EnqueueHibernate) isEvent() {}
+func (EnqueueReset) isEvent()     {}
+func (EnqueueUpdate) isEvent()    {}
+func (EnqueueRotateKey) isEvent() {}
+func (GetExec) isEvent()          {}
+func (WaitLogs) isEvent()         {}
+func (ListInvocations) isEvent()  {}
+func (GetInvocation) isEvent()    {}
+func (EnqueueRun) isEvent()       {}
+func (Kill) isEvent()             {}
+
+// Named implements Request.
+func (e Hello) Named(id RequestID) Request            { e.Req = id; return e }
+func (e Poll) Named(id RequestID) Request             { e.Req = id; return e }
+func (e Ack) Named(id RequestID) Request              { e.Req = id; return e }
+func (e ExecResult) Named(id RequestID) Request       { e.Req = id; return e }
+func (e Chunk) Named(id RequestID) Request            { e.Req = id; return e }
+func (e ListWorkers) Named(id RequestID) Request      { e.Req = id; return e }
+func (e GetWorker) Named(id RequestID) Request        { e.Req = id; return e }
+func (e EnqueueExec) Named(id RequestID) Request      { e.Req = id; return e }
+func (e EnqueueSetup) Named(id RequestID) Request     { e.Req = id; return e }
+func (e EnqueueHibernate) Named(id RequestID) Request { e.Req = id; return e }
+func (e EnqueueReset) Named(id RequestID) Request     { e.Req = id; return e }
+func (e EnqueueUpdate) Named(id RequestID) Request    { e.Req = id; return e }
+func (e EnqueueRotateKey) Named(id RequestID) Request { e.Req = id; return e }
+func (e GetExec) Named(id RequestID) Request          { e.Req = id; return e }
+func (e WaitLogs) Named(id RequestID) Request         { e.Req = id; return e }
+func (e ListInvocations) Named(id RequestID) Request  { e.Req = id; return e }
+func (e GetInvocation) Named(id RequestID) Request    { e.Req = id; return e }
+func (e EnqueueRun) Named(id RequestID) Request       { e.Req = id; return e }
+func (e Kill) Named(id RequestID) Request             { e.Req = id; return e }

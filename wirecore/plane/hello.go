@@ -98,7 +98,7 @@ func lookupKeys(b []byte, keys []string, vals [][]byte) error {
 	return nil
 }
 
-func (p *Plane) onHello(e Hello) {
+func (p *Plane) onHello(now time.Time, e Hello) {
 	if e.Missing != "" {
 		p.reply(e.Req, StatusUnprocessableEntity, wire.ValidationError{Error: wire.InvalidMissingField, Field: e.Missing,
 			Message: e.Missing + ": required"})
@@ -114,7 +114,7 @@ func (p *Plane) onHello(e Hello) {
 		if h.Versions.Protocol != nil {
 			got = fmt.Sprintf("%q", *h.Versions.Protocol)
 		}
-		resp := p.helloResponse(e, nil)
+		resp := p.helloResponse(now, nil)
 		resp.Reject = &wire.Reject{
 			Code:    wire.RejectProtocolMismatch,
 			Message: fmt.Sprintf("protocol %s is not supported; this control plane speaks %q", got, wire.ProtocolVersion),
@@ -129,23 +129,22 @@ func (p *Plane) onHello(e Hello) {
 				p.cfg.MaxWorkers, len(p.workers), h.MachineID)}})
 		return
 	}
-	w := p.admit(e)
+	w := p.admit(now, &e.Body)
 	id := w.rec.ID
-	p.reply(e.Req, StatusOK, p.helloResponse(e, &id))
+	p.reply(e.Req, StatusOK, p.helloResponse(now, &id))
 }
 
 // admit creates the worker of a machine_id, or refreshes the one it has:
 // a daemon that restarts keeps its worker id, its queued commands and its
 // setup FIFO.
-func (p *Plane) admit(e Hello) *worker {
-	h := &e.Body
+func (p *Plane) admit(now time.Time, h *wire.HelloRequest) *worker {
 	w := p.workers[p.byMachine[h.MachineID]]
 	if w != nil {
-		p.forgetInFlight(w, e.Now)
+		p.forgetInFlight(w, now)
 	}
 	if w == nil {
-		id := p.newWorkerID(e.Now)
-		w = &worker{rec: WorkerRecord{ID: id, MachineID: h.MachineID, CreatedAt: e.Now, State: WorkerActive}}
+		id := p.newWorkerID(now)
+		w = &worker{rec: WorkerRecord{ID: id, MachineID: h.MachineID, CreatedAt: now, State: WorkerActive}}
 		p.workers[id] = w
 		p.workerOrder = append(p.workerOrder, id)
 		p.byMachine[h.MachineID] = id
@@ -161,7 +160,7 @@ func (p *Plane) admit(e Hello) *worker {
 	r.Capabilities.Runners = slices.Clone(h.Capabilities.Runners)
 	r.Versions = h.Versions
 	r.PublicKey = h.PublicKey
-	r.LastSeen = e.Now
+	r.LastSeen = now
 	r.HibernateUntil = time.Time{}
 	if r.TargetVersion != "" && h.Versions.Daemon != nil && *h.Versions.Daemon == r.TargetVersion {
 		r.TargetVersion = ""
@@ -175,19 +174,19 @@ func (p *Plane) admit(e Hello) *worker {
 	return w
 }
 
-func (p *Plane) helloResponse(e Hello, workerID *string) wire.HelloResponse {
-	token := p.newULID(e.Now)
+func (p *Plane) helloResponse(now time.Time, workerID *string) wire.HelloResponse {
+	token := p.newULID(now)
 	// Whole seconds, so the value goes out as an integer that a daemon
 	// typing it i64 or f64 reads alike; skew below a second is noise
 	// beside a round trip and the 60-second signature window.
-	now := wire.Number(e.Now.Unix())
+	serverTime := wire.Number(now.Unix())
 	return wire.HelloResponse{
 		WorkerID:           workerID,
 		SessionToken:       &token,
 		SessionTTLS:        SessionTTLS,
 		Config:             map[string]msgp.Raw{},
 		KeyRotationMaxAgeS: wire.Number(p.cfg.KeyRotationMaxAgeS),
-		ServerTimeEpochS:   &now,
+		ServerTimeEpochS:   &serverTime,
 	}
 }
 

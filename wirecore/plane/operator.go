@@ -69,7 +69,7 @@ func (p *Plane) enqueue(w *worker, kind string, body []byte, now time.Time, fill
 	return c
 }
 
-func (p *Plane) onEnqueueExec(e EnqueueExec) {
+func (p *Plane) onEnqueueExec(now time.Time, e EnqueueExec) {
 	w := p.target(e.Req, e.WorkerID)
 	if w == nil {
 		return
@@ -98,11 +98,11 @@ func (p *Plane) onEnqueueExec(e EnqueueExec) {
 		}
 	}
 	raw, _ := body.MarshalMsg(nil)
-	c := p.enqueue(w, wire.KindExec, raw, e.Now, func(c *CommandRecord) { c.ExecID = body.ExecID })
-	ex := &ExecRecord{ExecID: body.ExecID, CommandID: c.ID, WorkerID: w.ID(), State: ExecQueued, Stream: r.Stream, CreatedAt: e.Now}
+	c := p.enqueue(w, wire.KindExec, raw, now, func(c *CommandRecord) { c.ExecID = body.ExecID })
+	ex := &ExecRecord{ExecID: body.ExecID, CommandID: c.ID, WorkerID: w.ID(), State: ExecQueued, Stream: r.Stream, CreatedAt: now}
 	p.execs[ex.ExecID] = ex
 	p.putExec(ex)
-	p.wakeWorker(w, e.Now)
+	p.wakeWorker(w, now)
 	p.reply(e.Req, StatusOK, operator.ExecAccepted{ExecID: ex.ExecID, CommandID: c.ID})
 }
 
@@ -113,7 +113,7 @@ func cmp0(v, def int) int {
 	return v
 }
 
-func (p *Plane) onEnqueueSetup(e EnqueueSetup) {
+func (p *Plane) onEnqueueSetup(now time.Time, e EnqueueSetup) {
 	w := p.target(e.Req, e.WorkerID)
 	if w == nil {
 		return
@@ -128,16 +128,16 @@ func (p *Plane) onEnqueueSetup(e EnqueueSetup) {
 		body.Name = &r.Name
 	}
 	raw, _ := body.MarshalMsg(nil)
-	c := p.enqueue(w, wire.KindSetup, raw, e.Now, func(c *CommandRecord) { c.Refresh = r.RefreshCapabilities })
+	c := p.enqueue(w, wire.KindSetup, raw, now, func(c *CommandRecord) { c.Refresh = r.RefreshCapabilities })
 	if w.rec.State == WorkerActive {
 		w.rec.State = WorkerSettingUp
 		p.putWorker(w)
 	}
-	p.wakeWorker(w, e.Now)
+	p.wakeWorker(w, now)
 	p.reply(e.Req, StatusOK, operator.CommandAccepted{CommandID: c.ID, WorkerID: w.ID()})
 }
 
-func (p *Plane) onEnqueueHibernate(e EnqueueHibernate) {
+func (p *Plane) onEnqueueHibernate(now time.Time, e EnqueueHibernate) {
 	w := p.target(e.Req, e.WorkerID)
 	if w == nil {
 		return
@@ -150,22 +150,22 @@ func (p *Plane) onEnqueueHibernate(e EnqueueHibernate) {
 	// never wakes before the time the operator asked for.
 	until := wire.Number(math.Ceil(e.Body.UntilEpochS))
 	raw, _ := (&wire.Hibernate{UntilEpochS: until}).MarshalMsg(nil)
-	p.enqueueSimple(e.Req, w, wire.KindHibernate, raw, e.Now)
+	p.enqueueSimple(e.Req, w, wire.KindHibernate, raw, now)
 }
 
-func (p *Plane) onEnqueueReset(e EnqueueReset) {
+func (p *Plane) onEnqueueReset(now time.Time, e EnqueueReset) {
 	if w := p.target(e.Req, e.WorkerID); w != nil {
-		p.enqueueSimple(e.Req, w, wire.KindResetBackoff, msgp.AppendNil(nil), e.Now)
+		p.enqueueSimple(e.Req, w, wire.KindResetBackoff, msgp.AppendNil(nil), now)
 	}
 }
 
-func (p *Plane) onEnqueueRotateKey(e EnqueueRotateKey) {
+func (p *Plane) onEnqueueRotateKey(now time.Time, e EnqueueRotateKey) {
 	if w := p.target(e.Req, e.WorkerID); w != nil {
-		p.enqueueSimple(e.Req, w, wire.KindRotateKey, msgp.AppendNil(nil), e.Now)
+		p.enqueueSimple(e.Req, w, wire.KindRotateKey, msgp.AppendNil(nil), now)
 	}
 }
 
-func (p *Plane) onEnqueueUpdate(e EnqueueUpdate) {
+func (p *Plane) onEnqueueUpdate(now time.Time, e EnqueueUpdate) {
 	w := p.target(e.Req, e.WorkerID)
 	if w == nil {
 		return
@@ -182,7 +182,7 @@ func (p *Plane) onEnqueueUpdate(e EnqueueUpdate) {
 	raw, _ := (&wire.OTAUpdate{Version: r.Version, URL: r.URL, SHA256: strings.ToLower(r.SHA256)}).MarshalMsg(nil)
 	w.rec.TargetVersion = r.Version
 	p.putWorker(w)
-	p.enqueueSimple(e.Req, w, wire.KindOTAUpdate, raw, e.Now)
+	p.enqueueSimple(e.Req, w, wire.KindOTAUpdate, raw, now)
 }
 
 func (p *Plane) enqueueSimple(req RequestID, w *worker, kind string, body []byte, now time.Time) {
@@ -200,7 +200,7 @@ func (p *Plane) onGetExec(e GetExec) {
 	p.reply(e.Req, StatusOK, operator.ExecStatus{ExecID: ex.ExecID, WorkerID: ex.WorkerID, State: ex.State, Result: ex.Result})
 }
 
-func (p *Plane) onWaitLogs(e WaitLogs) {
+func (p *Plane) onWaitLogs(now time.Time, e WaitLogs) {
 	ex := p.execs[e.ExecID]
 	if ex == nil {
 		p.opError(e.Req, StatusNotFound, "unknown exec %q", e.ExecID)
@@ -215,7 +215,7 @@ func (p *Plane) onWaitLogs(e WaitLogs) {
 		p.replyLogs(e.Req, ex, e.Offset)
 		return
 	}
-	until := e.Now.Add(wait)
+	until := now.Add(wait)
 	p.parked[e.Req] = &parked{kind: parkLogs, until: until, execID: ex.ExecID, offset: e.Offset}
 	p.logWaits[ex.ExecID] = append(p.logWaits[ex.ExecID], e.Req)
 	p.park(e.Req, until)
@@ -240,7 +240,7 @@ func (p *Plane) onGetInvocation(e GetInvocation) {
 	p.reply(e.Req, StatusOK, invocationView(inv))
 }
 
-func (p *Plane) onEnqueueRun(e EnqueueRun) {
+func (p *Plane) onEnqueueRun(now time.Time, e EnqueueRun) {
 	r := &e.Body
 	if r.Function.Module == "" && r.Script == nil {
 		p.opError(e.Req, StatusBadRequest, "run: function.module or script is required")
@@ -255,7 +255,7 @@ func (p *Plane) onEnqueueRun(e EnqueueRun) {
 		return
 	}
 	inv := &InvocationRecord{
-		ID:           p.newULID(e.Now),
+		ID:           p.newULID(now),
 		Seq:          p.nextSeq(),
 		Queue:        queue,
 		Function:     r.Function,
@@ -265,7 +265,7 @@ func (p *Plane) onEnqueueRun(e EnqueueRun) {
 		Script:       r.Script,
 		AsUser:       r.AsUser,
 		State:        InvocationQueued,
-		CreatedAt:    e.Now,
+		CreatedAt:    now,
 	}
 	if inv.ArgsBlob == nil {
 		inv.ArgsBlob = []byte{}
@@ -274,11 +274,11 @@ func (p *Plane) onEnqueueRun(e EnqueueRun) {
 	p.invOrder = append(p.invOrder, inv.ID)
 	p.queued = append(p.queued, inv)
 	p.putInvocation(inv)
-	p.wakeForRuns(e.Now)
+	p.wakeForRuns(now)
 	p.reply(e.Req, StatusOK, invocationView(inv))
 }
 
-func (p *Plane) onKill(e Kill) {
+func (p *Plane) onKill(now time.Time, e Kill) {
 	inv := p.invocations[e.InvocationID]
 	switch {
 	case inv == nil:
@@ -289,8 +289,8 @@ func (p *Plane) onKill(e Kill) {
 		p.opError(e.Req, StatusConflict, "invocation %s already %s", inv.ID, inv.State)
 	default:
 		inv.State = InvocationKilled
-		inv.FinishedAt = e.Now
-		p.noteFinished(false, inv.ID, e.Now)
+		inv.FinishedAt = now
+		p.noteFinished(false, inv.ID, now)
 		p.dequeue(inv.ID)
 		p.putInvocation(inv)
 		p.reply(e.Req, StatusOK, invocationView(inv))

@@ -240,13 +240,13 @@ func (p *Plane) Snapshot() Snapshot {
 	return s
 }
 
-// Step applies one event and returns its effects: at most one Persist,
-// first, then Replies and Parks. The returned slice and the Batch in it
-// are valid until the next Step.
-func (p *Plane) Step(ev Event) []Effect {
+// Step applies one event that happened at now and returns its effects: at
+// most one Persist, first, then Replies and Parks. The returned slice and
+// the Batch in it are valid until the next Step.
+func (p *Plane) Step(now time.Time, ev Event) []Effect {
 	p.batch = Batch{}
 	p.replies = p.replies[:0]
-	p.dispatch(ev)
+	p.dispatch(now, ev)
 	p.out = p.out[:0]
 	if !p.batch.Empty() {
 		p.out = append(p.out, Persist{Batch: p.batch})
@@ -266,54 +266,54 @@ func (p *Plane) park(req RequestID, until time.Time) {
 	p.replies = append(p.replies, Park{Req: req, Until: until})
 }
 
-func (p *Plane) dispatch(ev Event) {
+func (p *Plane) dispatch(now time.Time, ev Event) {
 	switch e := ev.(type) {
 	case Hello:
-		p.onHello(e)
+		p.onHello(now, e)
 	case Poll:
-		p.onPoll(e)
+		p.onPoll(now, e)
 	case PollDeadline:
-		p.onDeadline(e.Now, e.Req)
+		p.onDeadline(now, e.Req)
 	case Gone:
 		p.onGone(e.Req)
 	case Undelivered:
-		p.onUndelivered(e)
+		p.onUndelivered(now, e)
 	case Ack:
-		p.onAck(e)
+		p.onAck(now, e)
 	case ExecResult:
-		p.onExecResult(e)
+		p.onExecResult(now, e)
 	case Chunk:
-		p.onChunk(e)
+		p.onChunk(now, e)
 	case Tick:
-		p.onTick(e.Now)
+		p.onTick(now)
 	case ListWorkers:
 		p.onListWorkers(e)
 	case GetWorker:
 		p.onGetWorker(e)
 	case EnqueueExec:
-		p.onEnqueueExec(e)
+		p.onEnqueueExec(now, e)
 	case EnqueueSetup:
-		p.onEnqueueSetup(e)
+		p.onEnqueueSetup(now, e)
 	case EnqueueHibernate:
-		p.onEnqueueHibernate(e)
+		p.onEnqueueHibernate(now, e)
 	case EnqueueReset:
-		p.onEnqueueReset(e)
+		p.onEnqueueReset(now, e)
 	case EnqueueUpdate:
-		p.onEnqueueUpdate(e)
+		p.onEnqueueUpdate(now, e)
 	case EnqueueRotateKey:
-		p.onEnqueueRotateKey(e)
+		p.onEnqueueRotateKey(now, e)
 	case GetExec:
 		p.onGetExec(e)
 	case WaitLogs:
-		p.onWaitLogs(e)
+		p.onWaitLogs(now, e)
 	case ListInvocations:
 		p.onListInvocations(e)
 	case GetInvocation:
 		p.onGetInvocation(e)
 	case EnqueueRun:
-		p.onEnqueueRun(e)
+		p.onEnqueueRun(now, e)
 	case Kill:
-		p.onKill(e)
+		p.onKill(now, e)
 	}
 }
 

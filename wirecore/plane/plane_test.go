@@ -64,7 +64,7 @@ func TestIDs(t *testing.T) {
 	p := plane.New(plane.Config{Entropy: rand.NewChaCha8([32]byte{1})})
 	hello := func(req plane.RequestID, machine string) string {
 		t.Helper()
-		eff := p.Step(plane.Hello{At: plane.At{Now: t0}, Req: req, Body: helloReq(machine)})
+		eff := p.Step(t0, plane.Hello{Req: req, Body: helloReq(machine)})
 		r := eff[len(eff)-1].(plane.Reply)
 		return *r.Body.(wire.HelloResponse).WorkerID
 	}
@@ -103,10 +103,10 @@ func BenchmarkDecisions(b *testing.B) {
 	var req plane.RequestID
 	for i := range ids {
 		req++
-		eff := p.Step(plane.Hello{At: plane.At{Now: now}, Req: req, Body: helloReq(fmt.Sprintf("m%d", i))})
+		eff := p.Step(now, plane.Hello{Req: req, Body: helloReq(fmt.Sprintf("m%d", i))})
 		ids[i] = *eff[len(eff)-1].(plane.Reply).Body.(wire.HelloResponse).WorkerID
 		req++
-		p.Step(plane.Poll{At: plane.At{Now: now}, Req: req, Body: wire.PollRequest{WorkerID: ids[i], TimeoutS: 20}})
+		p.Step(now, plane.Poll{Req: req, Body: wire.PollRequest{WorkerID: ids[i], TimeoutS: 20}})
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -114,12 +114,12 @@ func BenchmarkDecisions(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		w := ids[i%fleet]
 		req++
-		eff := p.Step(plane.EnqueueExec{At: plane.At{Now: now}, Req: req, WorkerID: w, Body: operator.ExecRequest{Command: "true"}})
+		eff := p.Step(now, plane.EnqueueExec{Req: req, WorkerID: w, Body: operator.ExecRequest{Command: "true"}})
 		execID := eff[len(eff)-1].(plane.Reply).Body.(operator.ExecAccepted).ExecID
 		req++
-		p.Step(plane.ExecResult{At: plane.At{Now: now}, Req: req, ExecID: execID})
+		p.Step(now, plane.ExecResult{Req: req, ExecID: execID})
 		req++
-		p.Step(plane.Poll{At: plane.At{Now: now}, Req: req, Body: wire.PollRequest{WorkerID: w, TimeoutS: 20}})
+		p.Step(now, plane.Poll{Req: req, Body: wire.PollRequest{WorkerID: w, TimeoutS: 20}})
 	}
 	b.ReportMetric(float64(3*b.N)/time.Since(start).Seconds(), "events/s")
 }

@@ -13,7 +13,7 @@ import (
 // that names none.
 const DefaultQueue = "default"
 
-func (p *Plane) onPoll(e Poll) {
+func (p *Plane) onPoll(now time.Time, e Poll) {
 	if v := e.Body.Validate(); v != nil {
 		p.reply(e.Req, StatusUnprocessableEntity, *v)
 		return
@@ -30,8 +30,8 @@ func (p *Plane) onPoll(e Poll) {
 		p.unpark(old)
 		p.replyPoll(old, w, nil)
 	}
-	p.seen(w, e.Now)
-	p.keepAlive(w, e.Body.Invocations, e.Now)
+	p.seen(w, now)
+	p.keepAlive(w, e.Body.Invocations, now)
 	if c := e.Body.UpdatedCapabilities; c != nil {
 		p.mergeCapabilities(w, c)
 	}
@@ -39,13 +39,13 @@ func (p *Plane) onPoll(e Poll) {
 	if queue == "" {
 		queue = DefaultQueue
 	}
-	cmds := p.takeCommands(w, queue, e.Now)
+	cmds := p.takeCommands(w, queue, now)
 	wait := p.pollWait(float64(e.Body.TimeoutS))
 	if len(cmds) > 0 || wait <= 0 {
 		p.replyPoll(e.Req, w, cmds)
 		return
 	}
-	until := e.Now.Add(wait)
+	until := now.Add(wait)
 	w.poll, w.hasPoll = e.Req, true
 	p.parked[e.Req] = &parked{kind: parkPoll, until: until, workerID: w.ID(), queue: queue}
 	p.pollOrder = append(p.pollOrder, e.Req)
@@ -400,7 +400,7 @@ func (p *Plane) onDeadline(now time.Time, req RequestID) {
 // onUndelivered puts the commands of a poll reply that never reached its
 // daemon back at the front of the worker's queue, as if never sent, and
 // offers them to the worker's next poll.
-func (p *Plane) onUndelivered(e Undelivered) {
+func (p *Plane) onUndelivered(now time.Time, e Undelivered) {
 	var w *worker
 	for _, id := range p.workerOrder {
 		if c := p.workers[id]; c.lastReply == e.Req && len(c.lastSent) > 0 {
@@ -420,7 +420,7 @@ func (p *Plane) onUndelivered(e Undelivered) {
 		}
 	}
 	w.pending = append(back, w.pending...)
-	p.wakeWorker(w, e.Now)
+	p.wakeWorker(w, now)
 }
 
 // takeBack undoes the delivery of c; false when c is a run, which goes

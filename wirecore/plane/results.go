@@ -7,7 +7,7 @@ import (
 	"github.com/nymphd/nymph/wirecore/wire"
 )
 
-func (p *Plane) onAck(e Ack) {
+func (p *Plane) onAck(now time.Time, e Ack) {
 	a := &e.Body
 	if v := a.Validate(); v != nil {
 		p.reply(e.Req, StatusUnprocessableEntity, *v)
@@ -23,7 +23,7 @@ func (p *Plane) onAck(e Ack) {
 	if cmdID, ok := wire.SetupCommandID(a.InvocationID); ok {
 		w := p.setupAcked(a, cmdID)
 		p.reply(e.Req, StatusOK, OK{})
-		p.answerParkedPoll(w, e.Now)
+		p.answerParkedPoll(w, now)
 		return
 	}
 	inv := p.invocations[a.InvocationID]
@@ -45,8 +45,8 @@ func (p *Plane) onAck(e Ack) {
 	inv.State = a.State
 	inv.ResultBlob = slices.Clone([]byte(a.ResultBlob))
 	inv.Error = cloneErrorInfo(a.Error)
-	inv.FinishedAt = e.Now
-	p.noteFinished(false, inv.ID, e.Now)
+	inv.FinishedAt = now
+	p.noteFinished(false, inv.ID, now)
 	if inv.WorkerID == "" {
 		inv.WorkerID = a.WorkerID
 	}
@@ -54,7 +54,7 @@ func (p *Plane) onAck(e Ack) {
 	delete(p.alive, inv.ID)
 	p.putInvocation(inv)
 	p.reply(e.Req, StatusOK, OK{})
-	p.answerParkedPoll(p.workers[inv.WorkerID], e.Now)
+	p.answerParkedPoll(p.workers[inv.WorkerID], now)
 }
 
 // setupAcked ends a setup: the worker settles once its FIFO is drained,
@@ -101,7 +101,7 @@ func cloneErrorInfo(e *wire.ErrorInfo) *wire.ErrorInfo {
 	return &c
 }
 
-func (p *Plane) onExecResult(e ExecResult) {
+func (p *Plane) onExecResult(now time.Time, e ExecResult) {
 	if v := wire.CheckID("exec_id", e.ExecID, wire.MaxIDBytes); v != nil {
 		p.reply(e.Req, StatusUnprocessableEntity, *v)
 		return
@@ -118,9 +118,9 @@ func (p *Plane) onExecResult(e ExecResult) {
 	res := e.Body
 	res.ResultInline = slices.Clone(res.ResultInline)
 	res.ResultRef = slices.Clone(res.ResultRef)
-	p.finishExec(ex, &res, e.Now)
+	p.finishExec(ex, &res, now)
 	p.reply(e.Req, StatusOK, OK{})
-	p.answerParkedPoll(p.workers[ex.WorkerID], e.Now)
+	p.answerParkedPoll(p.workers[ex.WorkerID], now)
 }
 
 func (p *Plane) finishExec(ex *ExecRecord, res *wire.ExecResult, now time.Time) {
@@ -138,7 +138,7 @@ func (p *Plane) finishExec(ex *ExecRecord, res *wire.ExecResult, now time.Time) 
 	p.wakeLogs(ex)
 }
 
-func (p *Plane) onChunk(e Chunk) {
+func (p *Plane) onChunk(now time.Time, e Chunk) {
 	if v := wire.CheckID("exec_id", e.ExecID, wire.MaxIDBytes); v != nil {
 		p.reply(e.Req, StatusUnprocessableEntity, *v)
 		return
@@ -149,7 +149,7 @@ func (p *Plane) onChunk(e Chunk) {
 		return
 	}
 	if len(e.Data) > 0 {
-		p.batch.Chunks = append(p.batch.Chunks, ChunkRecord{ExecID: ex.ExecID, Offset: ex.LogSize, Data: e.Data, At: e.Now})
+		p.batch.Chunks = append(p.batch.Chunks, ChunkRecord{ExecID: ex.ExecID, Offset: ex.LogSize, Data: e.Data, At: now})
 		ex.LogSize += int64(len(e.Data))
 		p.putExec(ex)
 		p.wakeLogs(ex)

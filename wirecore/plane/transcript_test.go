@@ -236,7 +236,6 @@ func (a args) float(t *testing.T, k string, def float64) float64 {
 func (h *harness) run(t *testing.T, c tcase) string {
 	t.Helper()
 	cmd, a := parseArgs(t, c.cmd)
-	at := plane.At{Now: h.now}
 	var ev plane.Event
 	switch cmd {
 	case "advance":
@@ -266,7 +265,7 @@ func (h *harness) run(t *testing.T, c tcase) string {
 				t.Fatalf("line %d: decode hello: %v", c.line, err)
 			}
 		}
-		ev = plane.Hello{At: at, Req: a.req(t), Body: body, Missing: missing}
+		ev = plane.Hello{Req: a.req(t), Body: body, Missing: missing}
 	case "poll":
 		body := wire.PollRequest{WorkerID: h.id(a["worker"]), Queue: a["queue"], TimeoutS: wire.Float(a.float(t, "timeout", 20))}
 		for _, inv := range a.list("running") {
@@ -275,66 +274,66 @@ func (h *harness) run(t *testing.T, c tcase) string {
 		if a["caps"] != "" {
 			body.UpdatedCapabilities = &wire.Capabilities{Runners: a.list("caps"), MaxInvocations: 4}
 		}
-		ev = plane.Poll{At: at, Req: a.req(t), Body: body}
+		ev = plane.Poll{Req: a.req(t), Body: body}
 	case "deadline":
-		ev = plane.PollDeadline{At: at, Req: a.req(t)}
+		ev = plane.PollDeadline{Req: a.req(t)}
 	case "gone":
-		ev = plane.Gone{At: at, Req: a.req(t)}
+		ev = plane.Gone{Req: a.req(t)}
 	case "undelivered":
-		ev = plane.Undelivered{At: at, Req: a.req(t)}
+		ev = plane.Undelivered{Req: a.req(t)}
 	case "tick":
-		ev = plane.Tick{At: at}
+		ev = plane.Tick{}
 	case "ack":
 		body := wire.Ack{InvocationID: h.id(a["inv"]), State: a["state"], ResultBlob: wire.SharedBlob(a["blob"]), WorkerID: h.id(a["worker"])}
 		if typ, msg, ok := strings.Cut(a["error"], ":"); ok {
 			body.Error = &wire.ErrorInfo{TypeName: typ, Message: msg}
 		}
-		ev = plane.Ack{At: at, Req: a.req(t), Body: body}
+		ev = plane.Ack{Req: a.req(t), Body: body}
 	case "result":
-		ev = plane.ExecResult{At: at, Req: a.req(t), ExecID: h.id(a["exec"]),
+		ev = plane.ExecResult{Req: a.req(t), ExecID: h.id(a["exec"]),
 			Body: wire.ExecResult{ExitCode: wire.Int(a.float(t, "exit", 0)), Stdout: a["stdout"]}}
 	case "chunk":
-		ev = plane.Chunk{At: at, Req: a.req(t), ExecID: h.id(a["exec"]), Data: []byte(a["data"])}
+		ev = plane.Chunk{Req: a.req(t), ExecID: h.id(a["exec"]), Data: []byte(a["data"])}
 	case "workers":
-		ev = plane.ListWorkers{At: at, Req: a.req(t)}
+		ev = plane.ListWorkers{Req: a.req(t)}
 	case "worker":
-		ev = plane.GetWorker{At: at, Req: a.req(t), WorkerID: h.id(a["id"])}
+		ev = plane.GetWorker{Req: a.req(t), WorkerID: h.id(a["id"])}
 	case "exec":
 		body := operator.ExecRequest{Command: a["cmd"], Stream: a["stream"] == "true"}
-		ev = plane.EnqueueExec{At: at, Req: a.req(t), WorkerID: h.id(a["worker"]), Body: body}
+		ev = plane.EnqueueExec{Req: a.req(t), WorkerID: h.id(a["worker"]), Body: body}
 	case "setup":
 		body := operator.SetupRequest{Script: a["script"], RefreshCapabilities: a["refresh"] == "true", Sudo: a["sudo"] == "true"}
-		ev = plane.EnqueueSetup{At: at, Req: a.req(t), WorkerID: h.id(a["worker"]), Body: body}
+		ev = plane.EnqueueSetup{Req: a.req(t), WorkerID: h.id(a["worker"]), Body: body}
 	case "hibernate":
 		until := h.now.Add(time.Duration(a.float(t, "for", 0) * float64(time.Second)))
-		ev = plane.EnqueueHibernate{At: at, Req: a.req(t), WorkerID: h.id(a["worker"]),
+		ev = plane.EnqueueHibernate{Req: a.req(t), WorkerID: h.id(a["worker"]),
 			Body: operator.HibernateRequest{UntilEpochS: float64(until.Unix())}}
 	case "reset":
-		ev = plane.EnqueueReset{At: at, Req: a.req(t), WorkerID: h.id(a["worker"])}
+		ev = plane.EnqueueReset{Req: a.req(t), WorkerID: h.id(a["worker"])}
 	case "rotate":
-		ev = plane.EnqueueRotateKey{At: at, Req: a.req(t), WorkerID: h.id(a["worker"])}
+		ev = plane.EnqueueRotateKey{Req: a.req(t), WorkerID: h.id(a["worker"])}
 	case "update":
-		ev = plane.EnqueueUpdate{At: at, Req: a.req(t), WorkerID: h.id(a["worker"]),
+		ev = plane.EnqueueUpdate{Req: a.req(t), WorkerID: h.id(a["worker"]),
 			Body: operator.UpdateRequest{Version: a["version"], URL: "https://cp.example/bin", SHA256: a["sha256"]}}
 	case "execstatus":
-		ev = plane.GetExec{At: at, Req: a.req(t), ExecID: h.id(a["exec"])}
+		ev = plane.GetExec{Req: a.req(t), ExecID: h.id(a["exec"])}
 	case "logs":
-		ev = plane.WaitLogs{At: at, Req: a.req(t), ExecID: h.id(a["exec"]), Offset: int64(a.float(t, "offset", 0)), WaitS: a.float(t, "wait", 0)}
+		ev = plane.WaitLogs{Req: a.req(t), ExecID: h.id(a["exec"]), Offset: int64(a.float(t, "offset", 0)), WaitS: a.float(t, "wait", 0)}
 	case "run":
 		body := operator.RunRequest{Queue: a["queue"], Function: wire.Function{Module: "jobs", Qualname: a["fn"]},
 			RunConfig: wire.RunConfig{Runner: a["runner"]}, RequiredTags: a.list("tags")}
-		ev = plane.EnqueueRun{At: at, Req: a.req(t), Body: body}
+		ev = plane.EnqueueRun{Req: a.req(t), Body: body}
 	case "invocations":
-		ev = plane.ListInvocations{At: at, Req: a.req(t)}
+		ev = plane.ListInvocations{Req: a.req(t)}
 	case "invocation":
-		ev = plane.GetInvocation{At: at, Req: a.req(t), InvocationID: h.id(a["id"])}
+		ev = plane.GetInvocation{Req: a.req(t), InvocationID: h.id(a["id"])}
 	case "kill":
-		ev = plane.Kill{At: at, Req: a.req(t), InvocationID: h.id(a["inv"])}
+		ev = plane.Kill{Req: a.req(t), InvocationID: h.id(a["inv"])}
 	default:
 		t.Fatalf("line %d: unknown command %q", c.line, cmd)
 	}
 	var lines []string
-	for _, eff := range h.p.Step(ev) {
+	for _, eff := range h.p.Step(h.now, ev) {
 		if p, ok := eff.(plane.Persist); ok {
 			h.stored.apply(&p.Batch)
 		}
