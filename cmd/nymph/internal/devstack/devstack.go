@@ -3,13 +3,15 @@
 // attached to it, both children of the calling process, plus the short
 // tour that shows a newcomer an exec, a streamed exec and a setup.
 //
-// It decides the layout of the temporary directory, the generated daemon
-// configuration, the order of start and stop (serve, then the daemon; stop
-// the daemon first so it drains against a live server) and that children
-// never outlive the parent (their own process group, a parent-death signal
-// on Linux, and Stop on every exit path). It does not decide anything the
+// It decides the layout of the temporary directory, the daemon's
+// configuration (written as hostio/daemonconfig prints a Config), the order
+// of start and stop (serve, then the daemon; stop the daemon first so it
+// drains against a live server) and that children never outlive the parent
+// (their own process group, a parent-death signal on Linux, and Stop on
+// every exit path: hostio/procgroup). It does not decide anything the
 // control plane or the daemon decides; it talks to them like a user would,
-// through the operator API (hostio/opclient).
+// through the operator API (hostio/opclient) and the daemon's introspection
+// server (hostio/introspect).
 package devstack
 
 import (
@@ -27,11 +29,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/nymphd/nymph/hostio/daemonconfig"
 	"github.com/nymphd/nymph/hostio/opclient"
-	"github.com/pelletier/go-toml/v2"
+	"github.com/nymphd/nymph/hostio/procgroup"
 )
 
 // Options configure Start.
@@ -178,28 +180,9 @@ func (s *Stack) startDaemon() error {
 	}
 	introspect := net.JoinHostPort("127.0.0.1", strconv.Itoa(ipPort))
 	s.IntrospectURL = "http://" + introspect + "/status"
-	cfg := map[string]any{
-		"server": map[string]any{
-			"url":        s.ServerURL,
-			"token_file": filepath.Join(s.Dir, "daemon.token"),
-		},
-		"daemon": map[string]any{
-			"machine_id": "dev-" + host,
-			"label":      "nymph dev on " + host,
-			"tags":       []string{"env=dev"},
-		},
-		"runtime": map[string]any{
-			"keep_alive_s":    -1,
-			"workdir":         filepath.Join(s.Dir, "work"),
-			"max_invocations": 8,
-		},
-		"poll":       map[string]any{"retry_min_s": 0.2, "retry_max_s": 2},
-		"shutdown":   map[string]any{"grace_s": 5},
-		"introspect": map[string]any{"enabled": true, "listen": introspect},
-	}
-	data, err := toml.Marshal(cfg)
+	data, err := s.daemonConfig(host, introspect).TOML()
 	if err != nil {
-		return fmt.Errorf("devstack: encode daemon config: %w", err)
+		return fmt.Errorf("devstack: %w", err)
 	}
 	if err := os.WriteFile(s.DaemonConfig, data, 0o600); err != nil {
 		return fmt.Errorf("devstack: write %s: %w", s.DaemonConfig, err)
@@ -209,6 +192,25 @@ func (s *Stack) startDaemon() error {
 	}
 	s.daemon, err = s.spawn("daemon", s.DaemonLog, "daemon", "--config", s.DaemonConfig)
 	return err
+}
+
+// daemonConfig is the daemon's configuration: the defaults, attached to
+// this stack's serve with the stack's token, never idle-exiting, retrying
+// fast, draining within 5 s, and its introspection server on.
+func (s *Stack) daemonConfig(host, introspect string) *daemonconfig.Config {
+	cfg := daemonconfig.Defaults()
+	cfg.Server.URL = s.ServerURL
+	cfg.Server.TokenFile = filepath.Join(s.Dir, "daemon.token")
+	cfg.Daemon.MachineID = "dev-" + host
+	cfg.Daemon.Label = "nymph dev on " + host
+	cfg.Daemon.Tags = []string{"env=dev"}
+	cfg.Runtime.KeepAliveS = -1
+	cfg.Runtime.Workdir = filepath.Join(s.Dir, "work")
+	cfg.Runtime.MaxInvocations = 8
+	cfg.Poll.RetryMinS, cfg.Poll.RetryMaxS = 0.2, 2
+	cfg.Shutdown.GraceS = 5
+	cfg.Introspect = daemonconfig.Introspect{Enabled: true, Listen: introspect}
+	return &cfg
 }
 
 // spawn starts the binary with args, output appended to logPath.
@@ -221,7 +223,9 @@ func (s *Stack) spawn(name, logPath string, args ...string) (*child, error) {
 	cmd := exec.Command(s.opt.Binary, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = s.Dir
-	cmd.SysProcAttr = childAttr()
+	// Its own process group, so a terminal's Ctrl-C reaches only the parent,
+	// which stops children in order.
+	cmd.SysProcAttr = procgroup.Attr()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("devstack: start %s (%s): %w", name, s.opt.Binary, err)
 	}
@@ -284,18 +288,12 @@ func (s *Stack) stopChild(c *child) error {
 		return nil
 	default:
 	}
-	// The child leads its own process group: signal the group, so a
-	// command the daemon started goes too.
-	pid := c.cmd.Process.Pid
-	signalGroup(pid, syscall.SIGTERM)
-	select {
-	case <-c.done:
-		return nil
-	case <-time.After(s.opt.StopGrace):
+	// The child leads its own process group: stop the group, so whatever
+	// the child started in it goes too.
+	if procgroup.Stop(c.cmd.Process.Pid, c.done, s.opt.StopGrace) {
+		return fmt.Errorf("devstack: %s did not exit within %s of SIGTERM; killed", c.name, s.opt.StopGrace)
 	}
-	signalGroup(pid, syscall.SIGKILL)
-	<-c.done
-	return fmt.Errorf("devstack: %s did not exit within %s of SIGTERM; killed", c.name, s.opt.StopGrace)
+	return nil
 }
 
 func token() string {

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nymphd/nymph/hostio/daemonconfig"
 )
 
 // The test binary doubles as a fake nymph: FAKE_NYMPH selects what the
@@ -52,7 +54,27 @@ func fakeNymph(args []string) {
 		}
 		http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	}
+	if mode == "backoff" && len(args) == 3 && args[0] == "daemon" {
+		serveBackoffStatus(args[2])
+	}
 	select {} // the daemon: run until signalled
+}
+
+// serveBackoffStatus answers the daemon's GET /status, on the address its
+// config gives, as a daemon whose hellos keep failing would.
+func serveBackoffStatus(configPath string) {
+	data, _ := os.ReadFile(configPath)
+	loaded, err := daemonconfig.Parse(configPath, data)
+	if err != nil {
+		os.Exit(5)
+	}
+	l, err := net.Listen("tcp", loaded.Config.Introspect.Listen)
+	if err != nil {
+		os.Exit(6)
+	}
+	http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `{"state": "backoff", "worker_id": "dev-x-01J", "backoff_s": 1.5, "counters": {"hellos": 3, "hello_errors": 3}}`)
+	}))
 }
 
 // fakeParent starts a stack, reports its children's pids, and waits to be
@@ -105,14 +127,18 @@ func TestStartWritesConfigAndStopCleansUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := os.ReadFile(s.DaemonConfig)
+	data, err := os.ReadFile(s.DaemonConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"keep_alive_s = -1", "url = '" + s.ServerURL + "'", "enabled = true", filepath.Join(s.Dir, "work")} {
-		if !strings.Contains(string(cfg), want) {
-			t.Errorf("daemon config lacks %q:\n%s", want, cfg)
-		}
+	loaded, err := daemonconfig.Parse(s.DaemonConfig, data)
+	if err != nil || len(loaded.Unknown) > 0 {
+		t.Fatalf("daemon config: %v, unknown keys %v:\n%s", err, loaded.Unknown, data)
+	}
+	cfg := loaded.Config
+	if cfg.Server.URL != s.ServerURL || cfg.Runtime.KeepAliveS != -1 || cfg.Runtime.Workdir != filepath.Join(s.Dir, "work") ||
+		!cfg.Introspect.Enabled || "http://"+cfg.Introspect.Listen+"/status" != s.IntrospectURL {
+		t.Errorf("daemon config:\n%s", data)
 	}
 	for _, f := range []string{s.AdminTokenFile, filepath.Join(s.Dir, "daemon.token")} {
 		if fi, err := os.Stat(f); err != nil || fi.Mode().Perm() != 0o600 {
@@ -139,6 +165,20 @@ func TestStopKillsAChildThatIgnoresSIGTERM(t *testing.T) {
 		t.Fatalf("Stop = %v, want a report of the kill", err)
 	}
 	waitGone(t, s.serve.cmd.Process.Pid, s.daemon.cmd.Process.Pid)
+}
+
+func TestWaitWorkerSaysWhatTheDaemonIsDoing(t *testing.T) {
+	s, err := start(t, "backoff")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err = s.WaitWorker(ctx)
+	if err == nil || !strings.Contains(err.Error(), "state backoff, 3 hellos (3 failed), next try in 1.5s") {
+		t.Fatalf("WaitWorker = %v, want the daemon's state from its introspection server", err)
+	}
 }
 
 func TestServeThatDiesIsReported(t *testing.T) {

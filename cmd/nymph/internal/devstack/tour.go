@@ -3,6 +3,7 @@ package devstack
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/nymphd/nymph/cmd/nymph/internal/termtext"
 	"github.com/nymphd/nymph/hostio/opclient"
+	"github.com/nymphd/nymph/wirecore/daemon"
 	"github.com/nymphd/nymph/wirecore/operator"
 )
 
@@ -44,28 +46,47 @@ func (s *Stack) PrintHowTo(w io.Writer) {
 	fmt.Fprintf(w, "  nymph ctl exec WORKER -- uname -a\n\n")
 }
 
-// WaitWorker waits until the daemon has said hello and is active.
+// WaitWorker waits until the daemon says, through its introspection
+// server, that its hello was answered and it polls, and then until the
+// server lists the worker it was given as active.
 func (s *Stack) WaitWorker(ctx context.Context) (operator.Worker, error) {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	type result struct {
-		w   operator.Worker
-		err error
-	}
-	got := make(chan result, 1)
-	go func() {
-		w, err := s.Client.WaitWorker(ctx, func(w operator.Worker) bool { return w.State == "active" })
-		got <- result{w, err}
-	}()
-	select {
-	case r := <-got:
-		if r.err != nil {
-			return r.w, fmt.Errorf("devstack: wait for the daemon: %w; see %s:\n%s", r.err, s.DaemonLog, tail(s.DaemonLog))
+	var st daemonStatus
+	var w operator.Worker
+	err := s.untilExit(ctx, func(ctx context.Context) (err error) {
+		st, err = s.waitDaemon(ctx, func(st daemonStatus) bool {
+			return st.State == daemon.StatePolling && st.WorkerID != ""
+		})
+		if err != nil {
+			return fmt.Errorf("wait for the daemon's hello: %w (the daemon: %v)", err, st)
 		}
-		return r.w, nil
+		w, err = s.Client.WaitWorker(ctx, func(w operator.Worker) bool { return w.ID == st.WorkerID && w.State == "active" })
+		if err != nil {
+			return fmt.Errorf("wait for the server to list worker %s as active: %w", st.WorkerID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return w, fmt.Errorf("devstack: %w; see %s and %s:\n%s", err, s.ServeLog, s.DaemonLog, tail(s.DaemonLog))
+	}
+	return w, nil
+}
+
+// untilExit runs wait, cancelling it when serve or the daemon exits first;
+// the error then says which did.
+func (s *Stack) untilExit(ctx context.Context, wait func(context.Context) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	got := make(chan error, 1)
+	go func() { got <- wait(ctx) }()
+	select {
+	case err := <-got:
+		return err
 	case <-s.Exited():
 		cancel()
-		return operator.Worker{}, fmt.Errorf("devstack: %s; see %s and %s:\n%s", s.Why(), s.ServeLog, s.DaemonLog, tail(s.DaemonLog))
+		<-got
+		return errors.New(s.Why())
 	}
 }
 
@@ -124,6 +145,7 @@ func (s *Stack) stepSetup(ctx context.Context, worker string, out io.Writer) err
 	for _, line := range strings.Split(strings.TrimSpace(tourSetup), "\n") {
 		termtext.Fprintf(out, "  | %s\n", line)
 	}
+	before, _ := s.daemonStatus(ctx) // none yet: wait for one setup done
 	acc, err := s.Client.Setup(ctx, worker, operator.SetupRequest{Script: tourSetup, RefreshCapabilities: true, Name: "tour"})
 	if err != nil {
 		return err
@@ -147,6 +169,12 @@ func (s *Stack) stepSetup(ctx context.Context, worker string, out io.Writer) err
 	})
 	if err != nil {
 		return fmt.Errorf("wait for the worker to finish setting up: %w", err)
+	}
+	// The server may say active before the daemon is done with the script
+	// (an ack precedes a refresh of capabilities); its own count of setups
+	// finished says when all the script printed is in the daemon log.
+	if st, err := s.waitDaemon(ctx, func(st daemonStatus) bool { return st.setupsIdle(before.Counters["setups"] + 1) }); err != nil {
+		return fmt.Errorf("wait for the daemon to finish the setup: %w (the daemon: %v)", err, st)
 	}
 	inv, err := s.Client.Invocation(ctx, "setup-"+acc.CommandID)
 	if err == nil {
@@ -172,9 +200,12 @@ func (s *Stack) stepSetup(ctx context.Context, worker string, out io.Writer) err
 // child printed; the value is Go-quoted by slog's text handler.
 var childOutput = regexp.MustCompile(`msg="child output" .* line=("(?:[^"\\]|\\.)*"|\S*)`)
 
-// setupOutput picks a setup's output lines out of the daemon log. The
-// daemon logs what a setup script prints rather than posting it anywhere,
-// so this is where a user would look too; nothing found is not an error.
+// setupOutput picks a setup's output lines out of the daemon log. The log
+// is the only source there is: the daemon logs what a setup script prints
+// and posts it nowhere, neither to the control plane (an invocation has a
+// state and an error, no output) nor to its introspection server (counts
+// only), so this is where a user would look too. Nothing found is not an
+// error.
 func setupOutput(logPath, invocationID string) []string {
 	data, err := os.ReadFile(logPath)
 	if err != nil {
