@@ -12,9 +12,9 @@ import (
 // allocated for them (a count is 4 bytes; its elements would be far more).
 //msgp:limit arrays:65536 maps:65536
 
-// RelayRequest is the payload of a relay request frame. Endpoint and Body
-// are the protocol of spec 000; the other keys are nymph extensions that a
-// relay which does not know them ignores.
+// RelayRequest is the payload of a relay request frame (docs/protocol.md,
+// "Request envelope"). Endpoint and Body are the base shape; the other keys
+// are nymph extensions that a relay which does not know them ignores.
 type RelayRequest struct {
 	Endpoint string `msg:"endpoint"`
 	// Headers carries X-LS-* headers for the upstream request; a relay

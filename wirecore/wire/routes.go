@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// The routes of protocol "1" (docs/protocol.md, "Routes"): every one is a
+// The routes of protocol "1" (docs/protocol.md, "Endpoints"): every one is a
 // POST. This file is their only home: the daemon posts to them, serve's
 // mux serves them, the relay's allow-list admits them, and each names
 // them from here.
@@ -25,6 +25,15 @@ const (
 	PatternExecResult = "/v1/daemon/exec/{exec_id}/result"
 	PatternExecChunk  = "/v1/daemon/exec/{exec_id}/chunk"
 	PatternPresign    = "/v1/namespaces/{ns}/payloads/presign"
+)
+
+// DefaultListen is the address nymph serve listens on unless --listen names
+// another, and DefaultServerURL the control plane that a daemon ([server]
+// url) and nymph ctl (NYMPH_SERVER) reach unless told otherwise: the same
+// address, so that all three agree on one host out of the box.
+const (
+	DefaultListen    = "127.0.0.1:8383"
+	DefaultServerURL = "http://" + DefaultListen
 )
 
 // DaemonRoutes are the fixed routes under /v1/daemon/, the ones without a
@@ -48,8 +57,9 @@ func PathPresign(ns string) string {
 }
 
 // HeaderDaemonAuthorization carries a daemon's bearer through a relay
-// (docs/protocol.md, "Auth"): the relay authenticates to the control plane
-// with Authorization, so the daemon's own credential travels beside it.
+// (docs/protocol.md, "Authentication through a relay"): the relay
+// authenticates to the control plane with Authorization, so the daemon's
+// own credential travels beside it.
 // The X-LS- prefix is inherited from the protocol's first implementation;
 // peers written to it expect this exact name.
 const HeaderDaemonAuthorization = "X-LS-Daemon-Authorization"

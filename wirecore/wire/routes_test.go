@@ -79,3 +79,16 @@ func TestEpochTime(t *testing.T) {
 		t.Error("the zero time is not 0")
 	}
 }
+
+func TestRunnerKind(t *testing.T) {
+	for name, want := range map[string]string{
+		"process": "process", "subprocess": "process", "docker": "docker", "gvisor": "gvisor",
+		"slurm": "slurm", "kube": "kube", "mock": "mock",
+		"": "", "Docker": "", "lambda": "", "Subprocess": "",
+	} {
+		kind, ok := wire.RunnerKind(name)
+		if kind != want || ok != (want != "") {
+			t.Errorf("RunnerKind(%q) = %q, %v; want %q", name, kind, ok, want)
+		}
+	}
+}
