@@ -20,22 +20,15 @@ const (
 	DefaultMaxInvocations = 100
 	DefaultKeepAliveS     = -1.0
 	DefaultGraceS         = 60.0
-	DefaultRunner         = RunnerProcess
+	DefaultRunner         = wire.RunnerProcess
 )
 
-// Runner kinds the machine knows. A run names one in run_config.runner (or
-// gets Config.DefaultRunner); a kind outside this list fails the run with
-// "unknown runner kind: {kind}"; a known kind that Config.Runners does not
-// offer fails it with {type: "RunnerUnavailable"}.
-const (
-	RunnerProcess    = "process"
-	RunnerSubprocess = "subprocess" // an alias of process; StartRun says "process"
-	RunnerDocker     = "docker"
-	RunnerGvisor     = "gvisor"
-	RunnerSlurm      = "slurm"
-	RunnerKube       = "kube"
-	RunnerMock       = "mock" // offered only by builds that include the mock runner
-)
+// The runner kinds are wire's (wire.RunnerProcess, …, wire.RunnerKind). A
+// run names one in run_config.runner (or gets Config.DefaultRunner); a name
+// that is no kind fails the run with "unknown runner kind: {name}"; a kind
+// that Config.Runners does not offer fails it with {type:
+// "RunnerUnavailable"}; StartRun carries the kind, an alias resolved
+// ("subprocess" arrives as "process").
 
 // Run states reported by ReportState and Status.State.
 const (
@@ -90,9 +83,10 @@ type Config struct {
 
 	// KeepPollOnWake keeps the parked poll in flight when an exec or a
 	// setup finishes, instead of cancelling it and sending a fresh one.
-	// The driver sets it for carriers that cannot abandon a request in
-	// flight — [server] transport "fifo" and "spool": the relay has
-	// already forwarded the old poll, its reply comes back through the
+	// The driver sets it for carriers that cannot withdraw a request in
+	// flight — the transport's CanWithdraw (hostio/transport) is false
+	// for the fifo and spool relays: the relay has already forwarded the
+	// old poll, its reply comes back through the
 	// pipe after the daemon moved on to a newer request id and is
 	// discarded as stale, so the commands the control plane handed out in
 	// it would be lost (and a relay pump carries one request at a time
@@ -126,7 +120,7 @@ func DefaultConfig() Config {
 		KeepAliveS:     DefaultKeepAliveS,
 		GraceS:         DefaultGraceS,
 		DefaultRunner:  DefaultRunner,
-		Runners:        []string{RunnerProcess},
+		Runners:        []string{wire.RunnerProcess},
 	}
 }
 

@@ -2,9 +2,10 @@ package daemon
 
 import "time"
 
-// backoff is the poll (and hello) retry schedule of spec 003: a failed
-// attempt waits base + rand(0,1)·min(base, 5) seconds, then the base
-// doubles up to the cap; a success resets the base to the minimum.
+// backoff is the poll (and hello) retry schedule (docs/architecture.md,
+// "How a daemon behaves"; docs/protocol.md leaves it to the daemon): a
+// failed attempt waits base + rand(0,1)·min(base, 5) seconds, then the
+// base doubles up to the cap; a success resets the base to the minimum.
 type backoff struct {
 	min, max float64
 	base     float64

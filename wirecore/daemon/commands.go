@@ -129,22 +129,18 @@ func (m *Machine) startRun(now time.Time, commandID, kind string, run wire.Run) 
 	m.stopPollingIfFull()
 }
 
-// knownRunners are the kinds the spec names (mock only in test builds of a
-// driver, but always known here so that its absence reads as "not offered").
-var knownRunners = [...]string{RunnerProcess, RunnerSubprocess, RunnerDocker, RunnerGvisor, RunnerSlurm, RunnerKube, RunnerMock}
-
 // resolveRunner picks the runner kind of a run: run_config.runner, else
-// [runtime] default_runner — never a fallback for an unknown kind.
+// [runtime] default_runner, an alias resolved — never a fallback for a
+// name that is no kind. Mock is a kind here whatever the driver's build,
+// so that a build without it reads as "not offered".
 func (m *Machine) resolveRunner(asked string) (string, *wire.ErrorInfo) {
-	kind := asked
-	if kind == "" {
-		kind = m.cfg.DefaultRunner
+	name := asked
+	if name == "" {
+		name = m.cfg.DefaultRunner
 	}
-	if !slices.Contains(knownRunners[:], kind) {
-		return "", &wire.ErrorInfo{TypeName: wire.ErrTypeDaemon, Message: "unknown runner kind: " + kind}
-	}
-	if kind == RunnerSubprocess {
-		kind = RunnerProcess
+	kind, ok := wire.RunnerKind(name)
+	if !ok {
+		return "", &wire.ErrorInfo{TypeName: wire.ErrTypeDaemon, Message: "unknown runner kind: " + name}
 	}
 	if !m.offers(kind) {
 		return "", &wire.ErrorInfo{TypeName: wire.ErrTypeRunnerUnavailable,
@@ -153,13 +149,13 @@ func (m *Machine) resolveRunner(asked string) (string, *wire.ErrorInfo) {
 	return kind, nil
 }
 
+// offers reports whether Config.Runners offers kind, under its name or an
+// alias.
 func (m *Machine) offers(kind string) bool {
-	for _, r := range m.cfg.Runners {
-		if r == kind || (kind == RunnerProcess && r == RunnerSubprocess) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(m.cfg.Runners, func(offered string) bool {
+		k, _ := wire.RunnerKind(offered)
+		return k == kind
+	})
 }
 
 func (m *Machine) otaUpdate(c wire.OTAUpdateCommand) {
@@ -244,7 +240,7 @@ func (m *Machine) setupRun(c wire.SetupCommand) wire.Run {
 	run := wire.Run{
 		InvocationID: wire.SetupInvocationID(c.ID),
 		Function:     wire.Function{Module: "_setup", Qualname: qualname},
-		RunConfig:    wire.RunConfig{Runner: RunnerProcess},
+		RunConfig:    wire.RunConfig{Runner: wire.RunnerProcess},
 		Script:       &script,
 	}
 	if c.Body.Sudo {

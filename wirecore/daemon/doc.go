@@ -1,6 +1,7 @@
-// Package daemon is the daemon's state machine: every decision of spec 003
-// (boot, hello, the poll loop, backoff, concurrency, idle policy, the seven
-// command kinds, drain) and nothing else.
+// Package daemon is the daemon's state machine: every decision the daemon
+// makes in protocol "1" (docs/protocol.md, "Hello", "Poll", "Commands",
+// "Ack": boot, hello, the poll loop, backoff, concurrency, idle policy, the
+// seven command kinds, drain) and nothing else.
 //
 // A driver feeds it events — a hello or poll result, an exec or run that
 // finished, a timer that fired, a signal — together with the current time,
@@ -16,8 +17,9 @@
 // configuration file is read. It does decide which runner kind a run uses,
 // what every ack and poll request contains, and when the daemon exits.
 //
-// Where spec 003 is silent, the machine decides as follows (transcripts in
-// testdata pin each):
+// Where the protocol is silent, the machine decides as follows (transcripts
+// in testdata pin each; docs/protocol.md, "Decisions on points the spec
+// leaves open", has the wire-level ones):
 //   - A cancelled poll's late response is still run: the control plane
 //     handed those commands out when it answered. If that late work takes
 //     the last permit, the poll parked meanwhile is cancelled too.
@@ -36,14 +38,14 @@
 //     killed) with the message "daemon shutting down". When the grace
 //     expires, work never started is answered the same way with "daemon
 //     shutdown grace expired". A third signal exits 1.
-//   - Config.KeepPollOnWake (the fifo and spool transports, which cannot
-//     abandon a request in flight) never cancels a parked poll to wake the
-//     loop: a finished exec or setup waits for the parked poll's reply,
-//     which the control plane sends on the result or ack, and polls again
-//     right after it; a refresh setup acks once detection is back. A
-//     drain waits for that reply too (within grace_s) and answers its
-//     commands as above; the grace expiring or a second signal withdraws
-//     the poll.
+//   - Config.KeepPollOnWake (set for a transport that cannot withdraw a
+//     request in flight: the fifo and spool relays) never cancels a parked
+//     poll to wake the loop: a finished exec or setup waits for the parked
+//     poll's reply, which the control plane sends on the result or ack,
+//     and polls again right after it; a refresh setup acks once detection
+//     is back. A drain waits for that reply too (within grace_s) and
+//     answers its commands as above; the grace expiring or a second signal
+//     withdraws the poll.
 //
 // The driver contract, in short: call Step with Boot once, then with one
 // event at a time, in the order things happened; carry out the returned

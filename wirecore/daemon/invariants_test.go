@@ -77,7 +77,7 @@ func newSim(seed uint64, maxInv int) *sim {
 	cfg.MaxInvocations = maxInv
 	cfg.KeepAliveS = []float64{-1, 0, 30}[seed%3]
 	cfg.GraceS = 10
-	cfg.Runners = []string{RunnerProcess, RunnerDocker}
+	cfg.Runners = []string{wire.RunnerProcess, wire.RunnerDocker}
 	cfg.KeepPollOnWake = (seed/3)%2 == 1
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	return &sim{
@@ -162,7 +162,7 @@ func (s *sim) pick() Event {
 		choices = append(choices, func() Event {
 			id := s.refresh
 			s.refresh = ""
-			return CapabilitiesRefreshed{CommandID: id, Capabilities: wire.Capabilities{Runners: []string{RunnerProcess}}}
+			return CapabilitiesRefreshed{CommandID: id, Capabilities: wire.Capabilities{Runners: []string{wire.RunnerProcess}}}
 		})
 	}
 	if len(s.posts) > 0 {
