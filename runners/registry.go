@@ -11,41 +11,36 @@ import (
 	"github.com/nymphd/nymph/wirecore/wire"
 )
 
-// The runner kinds of spec 003. KindSubprocess is an alias of KindProcess;
-// KindMock exists only in builds with the nymph_mock tag.
+// The runner kinds, as the runners name them; wire's constants are their
+// home. KindSubprocess is an alias of KindProcess; KindMock exists only in
+// builds with the nymph_mock tag.
 const (
-	KindProcess    = "process"
-	KindSubprocess = "subprocess"
-	KindDocker     = "docker"
-	KindGVisor     = "gvisor"
-	KindSlurm      = "slurm"
-	KindKube       = "kube"
-	KindMock       = "mock"
+	KindProcess    = wire.RunnerProcess
+	KindSubprocess = wire.RunnerSubprocess
+	KindDocker     = wire.RunnerDocker
+	KindGVisor     = wire.RunnerGVisor
+	KindSlurm      = wire.RunnerSlurm
+	KindKube       = wire.RunnerKube
+	KindMock       = wire.RunnerMock
 )
 
-// DefaultEntry is the host entry program when [runtime] entry is unset.
-var DefaultEntry = []string{"python3", "-m", "dreamlake.lakeshore.daemon.entry"}
-
-// Canonical resolves an alias to its kind. ok is false for a kind this
-// build does not know at all.
-func Canonical(kind string) (canonical string, ok bool) {
-	switch kind {
-	case KindProcess, KindSubprocess:
-		return KindProcess, true
-	case KindDocker, KindGVisor, KindSlurm, KindKube:
-		return kind, true
-	case KindMock:
-		return KindMock, mockBuilt
+// Canonical resolves a runner name to its kind (wire.RunnerKind). ok is
+// false for a name that is no kind, and for mock in a build without it.
+func Canonical(name string) (kind string, ok bool) {
+	kind, ok = wire.RunnerKind(name)
+	if kind == KindMock {
+		ok = mockBuilt
 	}
-	return "", false
+	return kind, ok
 }
 
 // Config is what a Registry needs from the daemon's configuration.
 type Config struct {
 	// Root is [runtime] workdir, the parent of every invocation workdir.
 	Root string
-	// Default is [runtime] default_runner, used when run_config.runner is
-	// empty.
+	// Default is the kind Resolve gives a run whose run_config.runner is
+	// empty. The daemon leaves it unset: its core applies [runtime]
+	// default_runner before ExecuteAs.
 	Default string
 	// Entry is [runtime] entry; empty means DefaultEntry.
 	Entry []string
@@ -53,8 +48,8 @@ type Config struct {
 }
 
 // Registry holds the runners this daemon offers and carries a run through
-// the workdir contract: resolve the kind, prepare the workdir, run, and
-// delete or keep the workdir.
+// the workdir contract: find the kind's runner, prepare the workdir, run,
+// and delete or keep the workdir.
 type Registry struct {
 	cfg     Config
 	runners map[string]Runner
@@ -86,19 +81,27 @@ func (r *Registry) Kinds() []string {
 	return kinds
 }
 
-// Resolve picks the runner for a run_config.runner value: empty means the
-// configured default; an alias resolves to its kind; an unknown kind is a
-// DaemonError "unknown runner kind: …" (never a fallback to the default);
-// a known kind this daemon does not offer is RunnerUnavailable.
-func (r *Registry) Resolve(kind string) (Runner, *wire.ErrorInfo) {
-	if kind == "" {
-		kind = r.cfg.Default
+// Resolve picks the runner for a run_config.runner value, for a registry
+// used without the daemon core (a runner's own tests): empty means the
+// configured default; an alias resolves to its kind; a name that is no
+// kind is a DaemonError "unknown runner kind: …" (never a fallback to the
+// default); a kind this registry does not offer is RunnerUnavailable. The
+// daemon's runs arrive resolved by the core and take Lookup instead.
+func (r *Registry) Resolve(name string) (Runner, *wire.ErrorInfo) {
+	if name == "" {
+		name = r.cfg.Default
 	}
-	canon, ok := Canonical(kind)
+	kind, ok := Canonical(name)
 	if !ok {
-		return nil, &wire.ErrorInfo{TypeName: wire.ErrTypeDaemon, Message: "unknown runner kind: " + kind}
+		return nil, &wire.ErrorInfo{TypeName: wire.ErrTypeDaemon, Message: "unknown runner kind: " + name}
 	}
-	rn, ok := r.runners[canon]
+	return r.Lookup(kind)
+}
+
+// Lookup returns the runner of kind, a kind already resolved (no default,
+// no alias); one this registry does not offer is RunnerUnavailable.
+func (r *Registry) Lookup(kind string) (Runner, *wire.ErrorInfo) {
+	rn, ok := r.runners[kind]
 	if !ok {
 		return nil, &wire.ErrorInfo{TypeName: wire.ErrTypeRunnerUnavailable,
 			Message: fmt.Sprintf("runner kind %s is not offered by this daemon", kind)}
@@ -106,21 +109,43 @@ func (r *Registry) Resolve(kind string) (Runner, *wire.ErrorInfo) {
 	return rn, nil
 }
 
-// Execute runs one invocation in {root}/{invocation_id}.
+// Execute runs one invocation in {root}/{invocation_id}, its runner
+// resolved from run_config.runner (Resolve).
 func (r *Registry) Execute(ctx context.Context, run wire.Run) Outcome {
 	return r.ExecuteIn(ctx, run, run.InvocationID)
 }
 
-// ExecuteIn runs one invocation in {root}/{dir}; setups use their own
-// directory name (`_setup-{command id}`). It blocks until the invocation
-// ends; cancelling ctx kills it (StateKilled).
+// ExecuteIn is Execute in {root}/{dir}.
 func (r *Registry) ExecuteIn(ctx context.Context, run wire.Run, dir string) Outcome {
-	log := r.cfg.Log.With("invocation_id", run.InvocationID)
-	rn, errInfo := r.Resolve(run.RunConfig.Runner)
-	if errInfo != nil {
-		log.Warn("run refused", "type", errInfo.TypeName, "message", errInfo.Message)
-		return Outcome{State: wire.StateFailed, Error: errInfo}
+	rn, refused := r.Resolve(run.RunConfig.Runner)
+	if refused != nil {
+		return r.refuse(run, refused)
 	}
+	return r.execute(ctx, rn, run, dir)
+}
+
+// ExecuteAs runs one invocation in {root}/{dir} with the runner of kind,
+// the kind the daemon core resolved (StartRun.Kind; the process runner for
+// a setup, whose dir is `_setup-{command id}`): run_config.runner is not
+// read again. It blocks until the invocation ends; cancelling ctx kills it
+// (StateKilled).
+func (r *Registry) ExecuteAs(ctx context.Context, kind string, run wire.Run, dir string) Outcome {
+	rn, refused := r.Lookup(kind)
+	if refused != nil {
+		return r.refuse(run, refused)
+	}
+	return r.execute(ctx, rn, run, dir)
+}
+
+// refuse fails a run no runner was found for, before any workdir exists.
+func (r *Registry) refuse(run wire.Run, why *wire.ErrorInfo) Outcome {
+	r.cfg.Log.Warn("run refused", "invocation_id", run.InvocationID, "type", why.TypeName, "message", why.Message)
+	return Outcome{State: wire.StateFailed, Error: why}
+}
+
+// execute carries a run through the workdir contract with rn.
+func (r *Registry) execute(ctx context.Context, rn Runner, run wire.Run, dir string) Outcome {
+	log := r.cfg.Log.With("invocation_id", run.InvocationID)
 	owner, err := ownerOf(run.AsUser)
 	if err != nil {
 		return Failed(wire.ErrTypeDaemon, err.Error())

@@ -1,19 +1,38 @@
 // Package runners defines what a runner is — something that carries one
 // `run` invocation to completion in its workdir — and the workdir contract
-// every kind shares (spec 003, "Shared workdir contract"). Each kind lives
-// in its own sub-package: process, docker (also gvisor), slurm, kube.
+// every kind shares (docs/architecture.md, "How a daemon behaves": runners
+// and the workdir contract). Each kind lives in its own sub-package:
+// process, docker (also gvisor), slurm, kube.
 //
-// It decides how a kind is resolved (alias, default, unknown) and how an
-// outcome is read from the workdir. It does not decide when to run or when
-// to cancel: the daemon core does, through the context it passes in.
+// It decides which runner of those offered carries a kind, the default
+// entry programs, and how an outcome is read from the workdir. It does not
+// decide which kind a run gets (the daemon core resolves run_config.runner,
+// with wire's kinds and aliases), nor when to run or when to cancel: the
+// core does, through the context it passes in.
 package runners
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"os/exec"
+	"strconv"
 
 	"github.com/nymphd/nymph/wirecore/wire"
 )
+
+// EntryModule is the Python module the default entry programs run: the
+// entry module of the protocol's first implementation, kept so that its
+// entry package works unchanged (docs/architecture.md, "Inherited names").
+const EntryModule = "dreamlake.lakeshore.daemon.entry"
+
+// DefaultEntry is the host's entry program when [runtime] entry is unset.
+var DefaultEntry = []string{"python3", "-m", EntryModule}
+
+// DefaultContainerEntry is the entry program inside a container or Pod
+// (docker, gvisor, kube) when [runtime] container_entry is unset: images
+// ship `python`, not the host's `python3`.
+var DefaultContainerEntry = []string{"python", "-m", EntryModule}
 
 // Invocation is one run handed to a runner.
 type Invocation struct {
@@ -22,7 +41,7 @@ type Invocation struct {
 	// args.msgpack written.
 	Workdir string
 	// Entry is the argv of the entry program ([runtime] entry); container
-	// runners use their own default (python -m …) unless configured.
+	// runners use DefaultContainerEntry unless configured.
 	Entry []string
 	Log   *slog.Logger
 }
@@ -32,6 +51,28 @@ type Outcome struct {
 	State      string // wire.StateSucceeded, wire.StateFailed or wire.StateKilled
 	ResultBlob []byte
 	Error      *wire.ErrorInfo
+	// ExitCode is the exit status of a script that exited non-zero (a
+	// setup reports it); nil when the runner knows none: success, a
+	// signal, an entry program judged by its workdir, a remote job.
+	ExitCode *int
+}
+
+// ScriptExited is the outcome of a script that exited with code, not 0:
+// failed, ScriptFailed "exit status N", and the code itself in ExitCode.
+func ScriptExited(code int) Outcome {
+	o := Failed(wire.ErrTypeScriptFailed, "exit status "+strconv.Itoa(code))
+	o.ExitCode = &code
+	return o
+}
+
+// ScriptFailed is the outcome of a script that did not exit 0, from what
+// its Wait returned: ScriptExited for an exit status, else ScriptFailed
+// with how it ended ("signal: killed") and no exit code.
+func ScriptFailed(exited error) Outcome {
+	if ee, ok := errors.AsType[*exec.ExitError](exited); ok && ee.Exited() {
+		return ScriptExited(ee.ExitCode())
+	}
+	return Failed(wire.ErrTypeScriptFailed, exited.Error())
 }
 
 // Runner runs invocations of one kind. Run blocks until the invocation ends.

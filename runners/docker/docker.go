@@ -34,9 +34,9 @@ const (
 	RuntimeRunsc     = "runsc"
 )
 
-// DefaultEntry is the in-container entry program: `python`, not the
-// host's `python3`.
-var DefaultEntry = []string{"python", "-m", "dreamlake.lakeshore.daemon.entry"}
+// DefaultEntry is the in-container entry program (`python`, not the host's
+// `python3`): runners.DefaultContainerEntry.
+var DefaultEntry = runners.DefaultContainerEntry
 
 // Options configures a docker or gvisor runner.
 type Options struct {

@@ -25,8 +25,8 @@ import (
 // DefaultPollInterval is run_config.kube.poll_interval_s when unset.
 const DefaultPollInterval = 5 * time.Second
 
-// DefaultEntry is the in-Pod entry program.
-var DefaultEntry = []string{"python", "-m", "dreamlake.lakeshore.daemon.entry"}
+// DefaultEntry is the in-Pod entry program: runners.DefaultContainerEntry.
+var DefaultEntry = runners.DefaultContainerEntry
 
 // Options configures the runner.
 type Options struct {

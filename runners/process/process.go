@@ -101,7 +101,7 @@ func scriptOutcome(exited error) runners.Outcome {
 	if exited == nil {
 		return runners.Outcome{State: wire.StateSucceeded}
 	}
-	return runners.Failed(wire.ErrTypeScriptFailed, exited.Error())
+	return runners.ScriptFailed(exited)
 }
 
 var errKilled = errors.New("killed at shutdown")

@@ -199,7 +199,7 @@ func TestScript(t *testing.T) {
 		t.Fatal(diff)
 	}
 	o = f.run(context.Background(), "setup-2", "", func(r *wire.Run) { r.Script = ptr("echo partial > out.txt; exit 3") })
-	if diff := cmp.Diff(runners.Failed(wire.ErrTypeScriptFailed, "exit status 3"), o); diff != "" {
+	if diff := cmp.Diff(runners.ScriptExited(3), o); diff != "" {
 		t.Fatal(diff)
 	}
 	if !f.exists("setup-2/out.txt") {
