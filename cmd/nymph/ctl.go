@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -69,7 +68,7 @@ func (cc *ctlConn) register(fs *flag.FlagSet, def ctlConn) {
 
 func connFromEnv(env *cliEnv) ctlConn {
 	return ctlConn{
-		server:    envOr(env, "NYMPH_SERVER", opclient.DefaultServer),
+		server:    envOr(env, "NYMPH_SERVER", wire.DefaultServerURL),
 		token:     env.getenv("NYMPH_ADMIN_TOKEN"),
 		tokenFile: env.getenv("NYMPH_ADMIN_TOKEN_FILE"),
 	}
@@ -456,12 +455,13 @@ func ctlReset(ctx context.Context, c *ctlRun, args []string) int {
 	return c.accepted(acc, err, "reset_backoff")
 }
 
-// checkSHA256 applies the daemon's own rule before anything is queued.
+// checkSHA256 applies the daemon's own rule (wire.ValidSHA256) before
+// anything is queued, saying which half of it failed.
 func checkSHA256(s string) error {
 	if len(s) != 64 {
 		return fmt.Errorf("%q: want 64 hex characters, got %d", s, len(s))
 	}
-	if _, err := hex.DecodeString(s); err != nil {
+	if !wire.ValidSHA256(s) {
 		return fmt.Errorf("%q: not hex", s)
 	}
 	return nil

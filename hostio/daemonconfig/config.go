@@ -1,5 +1,6 @@
 // Package daemonconfig reads udf-daemon.toml once at boot and applies the
-// flag and environment overrides on top (spec 003, "Boot sequence" step 1).
+// flag and environment overrides on top (docs/architecture.md, "How a
+// daemon behaves": boot).
 //
 // It decides where the file is looked up, the built-in defaults, which keys
 // exist and what types they take (any numeric key accepts an int or a
@@ -16,10 +17,15 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/nymphd/nymph/runners"
+	"github.com/nymphd/nymph/wirecore/daemon"
+	"github.com/nymphd/nymph/wirecore/wire"
 )
 
 // Config is the effective daemon configuration. Its toml tags are the key
@@ -109,30 +115,34 @@ type Log struct {
 }
 
 // Defaults returns the built-in configuration used when no file exists.
-// retry_min_s 1 and retry_max_s 60: a lost plane is retried within a
-// second, and a long outage settles at one attempt a minute per daemon.
+// The keys the daemon core has defaults for take the core's
+// (daemon.DefaultConfig: retry_min_s 1 and retry_max_s 60, so a lost plane
+// is retried within a second and a long outage settles at one attempt a
+// minute per daemon); the control plane is nymph serve's default address
+// on this host, and the entry programs are the runners' defaults.
 func Defaults() Config {
+	core := daemon.DefaultConfig()
 	return Config{
 		Server: Server{
-			URL:             "http://127.0.0.1:8080",
+			URL:             wire.DefaultServerURL,
 			Namespace:       "default",
 			Transport:       "direct",
 			RelayReplies:    "id",
 			SpoolIntervalMS: 100,
 		},
-		Daemon: Daemon{MachineID: "auto", Queue: "default"},
+		Daemon: Daemon{MachineID: "auto", Queue: core.Queue},
 		Runtime: Runtime{
-			MaxInvocations:           100,
-			KeepAliveS:               -1,
+			MaxInvocations:           core.MaxInvocations,
+			KeepAliveS:               core.KeepAliveS,
 			Workdir:                  "/var/lib/dreamlake/udf",
-			Runners:                  []string{"process"},
-			DefaultRunner:            "process",
-			Entry:                    []string{"python3", "-m", "dreamlake.lakeshore.daemon.entry"},
-			ContainerEntry:           []string{"python", "-m", "dreamlake.lakeshore.daemon.entry"},
+			Runners:                  core.Runners,
+			DefaultRunner:            core.DefaultRunner,
+			Entry:                    slices.Clone(runners.DefaultEntry),
+			ContainerEntry:           slices.Clone(runners.DefaultContainerEntry),
 			AutoUpdateCheckIntervalS: 3600,
 		},
-		Poll:       Poll{WaitMaxS: 20, RetryMinS: 1, RetryMaxS: 60},
-		Shutdown:   Shutdown{GraceS: 60},
+		Poll:       Poll{WaitMaxS: core.WaitMaxS, RetryMinS: core.RetryMinS, RetryMaxS: core.RetryMaxS},
+		Shutdown:   Shutdown{GraceS: core.GraceS},
 		Introspect: Introspect{Listen: "127.0.0.1:8390"},
 		Log:        Log{Format: "text", Level: "info"},
 	}

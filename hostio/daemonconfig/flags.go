@@ -4,6 +4,8 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+
+	"github.com/nymphd/nymph/wirecore/daemon"
 )
 
 // QueueEnv names the environment variable that picks the queue when
@@ -71,7 +73,7 @@ func (f *Flags) Apply(c *Config, getenv func(string) string) error {
 		c.Daemon.Queue = q
 	}
 	if c.Daemon.Queue == "" {
-		c.Daemon.Queue = "default"
+		c.Daemon.Queue = daemon.DefaultQueue
 	}
 	if f.Server != nil {
 		c.Server.URL = *f.Server
