@@ -5,9 +5,9 @@
 // It decides how a request becomes a frame (the wire.RelayRequest envelope
 // with a request id), which pipe pair a lane uses, and which reply is the
 // answer: with ids, a reply to any other request (a timed-out one, or one
-// from a previous run) is drained and discarded, never taken. It also
-// exports those envelope helpers to the spool transport, which carries the
-// same frames as files.
+// from a previous run) is drained and discarded, never taken. The envelope
+// codec itself, shared with the spool transport, which carries the same
+// frames as files, is wirecore/frame's (AppendRequest, ParseReply).
 //
 // It does not decide retries or backoff (the daemon core does), nor create
 // the pipes (whoever provisions the daemon runs mkfifo).
@@ -27,6 +27,7 @@ package fifoclient
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,6 +38,7 @@ import (
 
 	"github.com/nymphd/nymph/hostio/transport"
 	"github.com/nymphd/nymph/wirecore/frame"
+	"github.com/nymphd/nymph/wirecore/wire"
 )
 
 // ReplyMode says how the relay answers.
@@ -72,8 +74,9 @@ type Config struct {
 	Timeout time.Duration
 	// Replies is ReplyID (the default when empty) or ReplyRaw.
 	Replies ReplyMode
-	// IDs supplies request ids; nil means NewIDs(time.Now()).
-	IDs *IDs
+	// IDs supplies request ids; nil means frame.NewIDs(time.Now(),
+	// crypto/rand.Reader).
+	IDs *frame.IDs
 	// Logger receives discarded replies and cut-off frames; nil discards.
 	Logger *slog.Logger
 }
@@ -121,7 +124,7 @@ func New(cfg Config) (*Client, error) {
 		cfg.Timeout = DefaultTimeout
 	}
 	if cfg.IDs == nil {
-		cfg.IDs = NewIDs(time.Now())
+		cfg.IDs = frame.NewIDs(time.Now(), rand.Reader)
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -180,7 +183,8 @@ func (c *Client) RoundTrip(ctx context.Context, req *transport.Request) (*transp
 	if c.cfg.Replies == ReplyID {
 		id = c.cfg.IDs.Next()
 	}
-	if ln.buf, err = AppendRequest(ln.buf[:0], id, req); err != nil {
+	env := wire.RelayRequest{Endpoint: req.Endpoint, Headers: req.Headers, ContentType: req.ContentType, ID: id, Body: req.Body}
+	if ln.buf, err = frame.AppendRequest(ln.buf[:0], env); err != nil {
 		return nil, fmt.Errorf("fifoclient: %w", err)
 	}
 	resp, err := c.exchange(ctx, ln, id)

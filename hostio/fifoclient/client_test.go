@@ -251,7 +251,7 @@ func TestRelayErrors(t *testing.T) {
 	})
 	c := newClient(t, Config{Dir: dir})
 	_, err := c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/down"})
-	var re *RelayError
+	var re *frame.RelayError
 	if !errors.As(err, &re) || re.Message != "connection refused" {
 		t.Errorf("status 0: err = %v, want a RelayError", err)
 	}
@@ -324,38 +324,6 @@ func TestConcurrentRequestsOnALane(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-}
-
-func TestEndpointPath(t *testing.T) {
-	tests := []struct {
-		in, want string
-		wantErr  bool
-	}{
-		{"/v1/daemon/poll", "/v1/daemon/poll", false},
-		{"https://cp.test/v1/daemon/exec/x/chunk", "/v1/daemon/exec/x/chunk", false},
-		{"http://127.0.0.1:9/base/v1/daemon/ack", "/base/v1/daemon/ack", false},
-		{"https://cp.test/v1/daemon/exec/x/chunk?sig=1", "", true},
-		{"/v1/daemon/poll#frag", "", true},
-		{"https://cp.test", "", true},
-		{"", "", true},
-	}
-	for _, tt := range tests {
-		got, err := EndpointPath(tt.in)
-		if got != tt.want || (err != nil) != tt.wantErr {
-			t.Errorf("EndpointPath(%q) = %q, %v", tt.in, got, err)
-		}
-	}
-}
-
-func TestIDs(t *testing.T) {
-	ids := NewIDs(time.Unix(1700000000, 0))
-	a, b := ids.Next(), ids.Next()
-	if a == b || !frame.ValidID(a) || !frame.ValidID(b) {
-		t.Errorf("ids %q, %q", a, b)
-	}
-	if other := NewIDs(time.Unix(1700000000, 0)).Next(); other == a {
-		t.Errorf("two boots made the same id %q", a)
-	}
 }
 
 // BenchmarkRoundTrip is a small request through a FIFO pair and an
@@ -437,7 +405,7 @@ func TestRawRelayErrorFailsTheWaitingRequest(t *testing.T) {
 	})
 	c := newClient(t, Config{Dir: dir, Timeout: time.Minute})
 	_, err := c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/v1/daemon/poll"})
-	var re *RelayError
+	var re *frame.RelayError
 	if !errors.As(err, &re) || !strings.Contains(re.Message, "shutting down") {
 		t.Fatalf("err = %v, want the relay's 503 as a RelayError", err)
 	}

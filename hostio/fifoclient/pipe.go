@@ -18,6 +18,9 @@ import (
 // in several reads.
 const readSize = 64 << 10
 
+// ErrNoRelay means no relay holds the request pipe open.
+var ErrNoRelay = errors.New("no relay is reading")
+
 // keepDecoder bounds the decoder buffer a lane keeps between requests: a
 // rare large reply should not pin its size for the daemon's lifetime.
 const keepDecoder = 1 << 20
@@ -256,19 +259,19 @@ func (c *Client) awaitReply(ctx context.Context, ln *lane, resp *os.File, id str
 			}
 			largest = max(largest, len(p))
 			if id == "" {
-				return ParseRawReply(p)
+				return response(frame.ParseRawReply(p))
 			}
-			r, mine, err := ParseReply(p, id)
+			r, mine, err := frame.ParseReply(p, id)
 			if mine {
-				return r, err
+				return response(r, err)
 			}
 			// A raw relay_error while we wait for an id reply answers a
 			// frame too broken to carry a readable id, or one cut off by
 			// the relay's shutdown before its id was read: ours, since a
 			// lane has one request at a time. (A relay of an earlier
 			// version also sent one unasked when it restarted.)
-			if f, ok := rawRelayError(p); ok {
-				return nil, &RelayError{Message: f.Message}
+			if f, ok := frame.RawRelayError(p); ok {
+				return nil, &frame.RelayError{Message: f.Message}
 			}
 			c.log.Info("fifoclient: discarded a reply to another request", "pipe", ln.resp, "bytes", len(p))
 		}
@@ -278,6 +281,14 @@ func (c *Client) awaitReply(ctx context.Context, ln *lane, resp *os.File, id str
 			return nil, cause(ctx, fmt.Errorf("read %s: %w", ln.resp, err))
 		}
 	}
+}
+
+// response is a relay's reply as the transport returns it.
+func response(r frame.Reply, err error) (*transport.Response, error) {
+	if err != nil {
+		return nil, err
+	}
+	return &transport.Response{Status: r.Status, Body: r.Body}, nil
 }
 
 // openFIFO opens path non-blocking and hands it to Go's poller; anything

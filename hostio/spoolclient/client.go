@@ -21,6 +21,7 @@ package spoolclient
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -33,6 +34,7 @@ import (
 	"github.com/nymphd/nymph/hostio/fifoclient"
 	"github.com/nymphd/nymph/hostio/transport"
 	"github.com/nymphd/nymph/wirecore/frame"
+	"github.com/nymphd/nymph/wirecore/wire"
 )
 
 // DefaultInterval is how often a waiting request looks for its reply.
@@ -47,8 +49,9 @@ type Config struct {
 	Interval time.Duration
 	// Timeout bounds one request; 0 means fifoclient.DefaultTimeout.
 	Timeout time.Duration
-	// IDs supplies request ids; nil means fifoclient.NewIDs(time.Now()).
-	IDs *fifoclient.IDs
+	// IDs supplies request ids; nil means frame.NewIDs(time.Now(),
+	// crypto/rand.Reader).
+	IDs *frame.IDs
 	// Logger receives cleanup failures; nil discards.
 	Logger *slog.Logger
 }
@@ -75,7 +78,7 @@ func New(cfg Config) (*Client, error) {
 		cfg.Timeout = fifoclient.DefaultTimeout
 	}
 	if cfg.IDs == nil {
-		cfg.IDs = fifoclient.NewIDs(time.Now())
+		cfg.IDs = frame.NewIDs(time.Now(), rand.Reader)
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -99,7 +102,8 @@ func New(cfg Config) (*Client, error) {
 // RoundTrip implements transport.Transport.
 func (c *Client) RoundTrip(ctx context.Context, req *transport.Request) (*transport.Response, error) {
 	id := c.cfg.IDs.Next()
-	buf, err := fifoclient.AppendRequest(nil, id, req)
+	env := wire.RelayRequest{Endpoint: req.Endpoint, Headers: req.Headers, ContentType: req.ContentType, ID: id, Body: req.Body}
+	buf, err := frame.AppendRequest(nil, env)
 	if err != nil {
 		return nil, fmt.Errorf("spoolclient: %w", err)
 	}
@@ -174,11 +178,14 @@ func (c *Client) await(ctx context.Context, id string) (*transport.Response, err
 		if err != nil {
 			return nil, fmt.Errorf("reply %s: %w", path, err)
 		}
-		resp, mine, err := fifoclient.ParseReply(payload, id)
+		r, mine, err := frame.ParseReply(payload, id)
 		if !mine {
 			return nil, fmt.Errorf("reply %s: not a reply to %s", path, id)
 		}
-		return resp, err
+		if err != nil {
+			return nil, err
+		}
+		return &transport.Response{Status: r.Status, Body: r.Body}, nil
 	}
 }
 

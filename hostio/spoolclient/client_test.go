@@ -14,7 +14,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/nymphd/nymph/hostio/fifoclient"
 	"github.com/nymphd/nymph/hostio/transport"
 	"github.com/nymphd/nymph/wirecore/frame"
 	"github.com/nymphd/nymph/wirecore/wire"
@@ -243,7 +242,7 @@ func TestRelayErrorAndForeignReply(t *testing.T) {
 		return b
 	})
 	_, err := c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/down"})
-	var re *fifoclient.RelayError
+	var re *frame.RelayError
 	if !errors.As(err, &re) {
 		t.Errorf("status 0: err = %v, want RelayError", err)
 	}

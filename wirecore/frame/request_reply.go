@@ -1,21 +1,25 @@
-package fifoclient
+package frame
 
 import (
-	"crypto/rand"
-	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/tinylib/msgp/msgp"
 
-	"github.com/nymphd/nymph/hostio/transport"
-	"github.com/nymphd/nymph/wirecore/frame"
 	"github.com/nymphd/nymph/wirecore/ulid"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
+
+// This file is the daemon's half of a relay exchange, shared by the FIFO
+// and spool transports, which carry the same frames: the request ids, the
+// request envelope a daemon writes (wire.RelayRequest) and the reply it
+// reads back (wire.RelayReply, or a raw reply). ReadEnvelope is the
+// relay's half.
 
 // IDs hands out request ids: a boot id (a ULID: 48-bit milliseconds and 80
 // random bits in Crockford base32) and a counter, "01JD…-17". The boot part
@@ -26,11 +30,13 @@ type IDs struct {
 	next atomic.Uint64
 }
 
-// NewIDs starts a sequence whose boot id is made from now and 80 bits of
-// crypto randomness.
-func NewIDs(now time.Time) *IDs {
+// NewIDs starts a sequence whose boot id is made from now and 80 bits read
+// from entropy (crypto/rand.Reader for a daemon; tests may pass a fixed
+// reader). Bytes a failing reader does not give are zero: the counter
+// still keeps one run's ids apart.
+func NewIDs(now time.Time, entropy io.Reader) *IDs {
 	var e [10]byte
-	rand.Read(e[:]) // never fails (crypto/rand contract since Go 1.24)
+	_, _ = io.ReadFull(entropy, e[:])
 	return &IDs{boot: ulid.String(now, e)}
 }
 
@@ -44,7 +50,7 @@ func (s *IDs) Next() string {
 // A URL with a query or fragment is refused: the relay forwards paths only,
 // and dropping the rest silently would send the request somewhere else.
 func EndpointPath(endpoint string) (string, error) {
-	if len(endpoint) > 0 && endpoint[0] == '/' && !hasQueryOrFragment(endpoint) {
+	if strings.HasPrefix(endpoint, "/") && !strings.ContainsAny(endpoint, "?#") {
 		return endpoint, nil
 	}
 	u, err := url.Parse(endpoint)
@@ -60,27 +66,27 @@ func EndpointPath(endpoint string) (string, error) {
 	return u.EscapedPath(), nil
 }
 
-func hasQueryOrFragment(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '?' || s[i] == '#' {
-			return true
-		}
-	}
-	return false
-}
-
-// AppendRequest appends req as one relay request frame to dst, with id in
-// the envelope (empty id: none, for a relay that answers raw).
-func AppendRequest(dst []byte, id string, req *transport.Request) ([]byte, error) {
+// AppendRequest appends req as one relay request frame to dst. Its
+// Endpoint may be a full URL (EndpointPath); an empty ID asks for a raw
+// reply, for a relay that predates ids. A nil Body is sent as an empty
+// one: an absent body and an empty one are the same request.
+func AppendRequest(dst []byte, req wire.RelayRequest) ([]byte, error) {
 	ep, err := EndpointPath(req.Endpoint)
 	if err != nil {
 		return dst, err
 	}
-	env := wire.RelayRequest{Endpoint: ep, Headers: req.Headers, ContentType: req.ContentType, ID: id, Body: req.Body}
+	req.Endpoint = ep
 	if req.Body == nil {
-		env.Body = []byte{} // an absent body and an empty one are the same request
+		req.Body = []byte{}
 	}
-	return frame.AppendMsg(dst, &env)
+	return AppendMsg(dst, &req)
+}
+
+// Reply is the control plane's answer as a relay hands it back: the
+// upstream's status and body (empty, never nil, when it sent none).
+type Reply struct {
+	Status int
+	Body   []byte
 }
 
 // RelayError is a reply saying the relay could not reach the control plane
@@ -95,34 +101,35 @@ func (e *RelayError) Error() string { return "relay: upstream unreachable: " + e
 // ParseReply reads an id-mode reply payload. mine is false when the reply
 // answers another request (a stale one from a timed-out request or a
 // previous run) or is not an id reply at all; the caller discards it.
-func ParseReply(payload []byte, id string) (resp *transport.Response, mine bool, err error) {
+func ParseReply(payload []byte, id string) (reply Reply, mine bool, err error) {
 	var r wire.RelayReply
 	rest, err := r.UnmarshalMsg(payload)
 	if err != nil || len(rest) != 0 || r.ID == "" || r.ID != id {
-		return nil, false, nil
+		return Reply{}, false, nil
 	}
 	if r.RelayError != nil && r.Status == 0 {
-		return nil, true, &RelayError{Message: r.RelayError.Message}
+		return Reply{}, true, &RelayError{Message: r.RelayError.Message}
 	}
-	return &transport.Response{Status: int(r.Status), Body: nonNil(r.Body)}, true, nil
+	return Reply{Status: int(r.Status), Body: nonNil(r.Body)}, true, nil
 }
 
 // ParseRawReply reads a reply of a relay answering raw (no ids): the
 // payload is the upstream's body with status 200, unless it is exactly a
 // {relay_error: {status, message, body}} map.
-func ParseRawReply(payload []byte) (*transport.Response, error) {
-	if f, ok := rawRelayError(payload); ok {
+func ParseRawReply(payload []byte) (Reply, error) {
+	if f, ok := RawRelayError(payload); ok {
 		if f.Status == 0 {
-			return nil, &RelayError{Message: f.Message}
+			return Reply{}, &RelayError{Message: f.Message}
 		}
-		return &transport.Response{Status: int(f.Status), Body: nonNil(f.Body)}, nil
+		return Reply{Status: int(f.Status), Body: nonNil(f.Body)}, nil
 	}
-	return &transport.Response{Status: 200, Body: append([]byte{}, payload...)}, nil
+	return Reply{Status: 200, Body: append([]byte{}, payload...)}, nil
 }
 
-// rawRelayError recognises a relay_error map by its single key: a generic
-// decode would also "succeed" on any upstream body, skipping its keys.
-func rawRelayError(payload []byte) (wire.RelayFailure, bool) {
+// RawRelayError recognises a raw relay_error map by its single key: a
+// generic decode would also "succeed" on any upstream body, skipping its
+// keys.
+func RawRelayError(payload []byte) (wire.RelayFailure, bool) {
 	n, rest, err := msgp.ReadMapHeaderBytes(payload)
 	if err != nil || n != 1 || !hasKey(rest, "relay_error") {
 		return wire.RelayFailure{}, false
@@ -147,6 +154,3 @@ func nonNil(b []byte) []byte {
 	}
 	return b
 }
-
-// ErrNoRelay means no relay holds the request pipe open.
-var ErrNoRelay = errors.New("no relay is reading")
