@@ -141,8 +141,9 @@ func daemonMain(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, log *
 		return 1
 	}
 	offered = append(offered, runners.BuildTagged()...)
-	registry := runners.NewRegistry(runners.Config{Root: cfg.Runtime.Workdir, Default: cfg.Runtime.DefaultRunner,
-		Entry: cfg.Runtime.Entry, Log: log}, offered...)
+	// The core resolves each run's kind ([runtime] default_runner, aliases);
+	// the registry only finds the runner of the kind it names.
+	registry := runners.NewRegistry(runners.Config{Root: cfg.Runtime.Workdir, Entry: cfg.Runtime.Entry, Log: log}, offered...)
 
 	res := daemonloop.Run(ctx, daemonloop.Options{
 		Machine:     daemon.New(mcfg, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))),

@@ -19,10 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nymphd/nymph/hostio/introspect"
@@ -428,7 +425,7 @@ func (d *driver) postExecResult(e daemon.PostExecResult) {
 		d.feed(daemon.ResultPosted{ExecID: e.ExecID, Status: daemon.StatusUnsent, Err: fmt.Errorf("daemonloop: encode exec result: %w", err)})
 		return
 	}
-	endpoint := "/v1/daemon/exec/" + url.PathEscape(e.ExecID) + "/result"
+	endpoint := wire.PathExecResult(e.ExecID)
 	go func() {
 		err := d.post(d.bg, transport.LaneControl, endpoint, body)
 		d.feed(daemon.ResultPosted{ExecID: e.ExecID, Status: answeredStatus(err), Err: err})
@@ -484,15 +481,14 @@ func (d *driver) startRun(e daemon.StartRun) {
 	log := d.log.With("invocation_id", e.Run.InvocationID, "runner", e.Kind)
 	log.Info("run start")
 	go func() {
-		run := e.Run
-		// The machine already resolved the kind (default, alias).
-		run.RunConfig.Runner = e.Kind
 		var o runners.Outcome
 		if d.opt.Runners == nil {
 			o = runners.Outcome{State: wire.StateFailed, Error: &wire.ErrorInfo{
 				TypeName: wire.ErrTypeRunnerUnavailable, Message: "no runners configured"}}
 		} else {
-			o = d.opt.Runners.Execute(d.work, run)
+			// The machine resolved the kind (default, alias): the run's
+			// own run_config.runner is not read again.
+			o = d.opt.Runners.ExecuteAs(d.work, e.Kind, e.Run, e.Run.InvocationID)
 		}
 		log.Info("run end", "state", o.State)
 		d.feed(runDone{res: daemon.RunFinished{InvocationID: e.Run.InvocationID, State: o.State,
@@ -523,17 +519,15 @@ func (d *driver) runSetup(e daemon.StartSetup) daemon.SetupFinished {
 	if d.opt.Runners == nil {
 		return daemon.SetupFinished{CommandID: e.CommandID, Err: errors.New("no runners configured")}
 	}
-	run := e.Run
 	// A setup always runs under the process runner, whatever the default.
-	run.RunConfig.Runner = runners.KindProcess
-	o := d.opt.Runners.ExecuteIn(d.work, run, filepath.Base(e.Workdir))
+	o := d.opt.Runners.ExecuteAs(d.work, runners.KindProcess, e.Run, filepath.Base(e.Workdir))
 	res := setupResult(e.CommandID, o)
 	log.Info("setup end", "state", o.State, "exit_code", res.ExitCode)
 	return res
 }
 
 // setupResult turns a process-runner outcome into the exit status the
-// machine reports: a script's failure message is "exit status N".
+// machine reports.
 func setupResult(commandID string, o runners.Outcome) daemon.SetupFinished {
 	res := daemon.SetupFinished{CommandID: commandID}
 	switch {
@@ -541,14 +535,12 @@ func setupResult(commandID string, o runners.Outcome) daemon.SetupFinished {
 	case o.State == wire.StateKilled:
 		res.Killed = true
 		res.ExitCode = -1
+	case o.ExitCode != nil && *o.ExitCode != 0:
+		res.ExitCode = *o.ExitCode
 	case o.Error != nil && o.Error.TypeName == wire.ErrTypeScriptFailed:
-		if n, err := strconv.Atoi(strings.TrimPrefix(o.Error.Message, "exit status ")); err == nil {
-			res.ExitCode = n
-		} else {
-			// "signal: killed" and the like: not a normal exit.
-			res.ExitCode = -1
-			res.Err = errors.New(o.Error.Message)
-		}
+		// "signal: killed" and the like: not a normal exit.
+		res.ExitCode = -1
+		res.Err = errors.New(o.Error.Message)
 	default:
 		res.ExitCode = -1
 		msg := "setup failed"

@@ -216,7 +216,7 @@ func TestExecTruncation(t *testing.T) {
 func TestExecStreaming(t *testing.T) {
 	h := startDaemon(t, nil)
 	h.parked()
-	sink := h.srv.URL + "/v1/daemon/exec/s1/chunk"
+	sink := h.srv.URL + wire.PathExecChunk("s1")
 	h.plane.push(execCmd("s1", "echo one; sleep 0.2; echo two >&2; sleep 0.2; echo three", func(ex *wire.Exec) {
 		ex.Log = &wire.LogSink{StdoutURL: sink, FlushMS: 20, FlushBytes: 4096}
 	}))

@@ -7,11 +7,8 @@ import (
 	"strings"
 
 	"github.com/nymphd/nymph/hostio/transport"
+	"github.com/nymphd/nymph/wirecore/wire"
 )
-
-// HeaderDaemonAuthorization carries the daemon's bootstrap bearer through a
-// relay, which keeps Authorization for its own token.
-const HeaderDaemonAuthorization = "X-LS-Daemon-Authorization"
 
 // ThroughRelay wraps a relay transport (fifo, spool) for what a relay can
 // carry. A relay envelope names an endpoint path, which the relay joins to
@@ -22,7 +19,7 @@ const HeaderDaemonAuthorization = "X-LS-Daemon-Authorization"
 // Any other URL is refused with an error naming both origins, rather than
 // sent to the control plane, bearer and all, in place of the host it names.
 // When token is not empty, every request carries the daemon's bootstrap
-// bearer in X-LS-Daemon-Authorization.
+// bearer in wire.HeaderDaemonAuthorization.
 func ThroughRelay(t transport.Transport, planeURL, token string) (transport.Transport, error) {
 	base, err := url.Parse(strings.TrimSpace(planeURL))
 	if err != nil {
@@ -61,7 +58,7 @@ func (r relayed) RoundTrip(ctx context.Context, req *transport.Request) (*transp
 		for k, v := range req.Headers {
 			cp.Headers[k] = v
 		}
-		cp.Headers[HeaderDaemonAuthorization] = r.bearer
+		cp.Headers[wire.HeaderDaemonAuthorization] = r.bearer
 	}
 	return r.t.RoundTrip(ctx, &cp)
 }

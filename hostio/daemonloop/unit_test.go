@@ -25,7 +25,7 @@ func TestSetupResult(t *testing.T) {
 		err  bool
 	}{
 		{"success", runners.Outcome{State: wire.StateSucceeded}, daemon.SetupFinished{CommandID: "c"}, false},
-		{"exit status", runners.Failed(wire.ErrTypeScriptFailed, "exit status 7"), daemon.SetupFinished{CommandID: "c", ExitCode: 7}, false},
+		{"exit status", runners.ScriptExited(7), daemon.SetupFinished{CommandID: "c", ExitCode: 7}, false},
 		{"signal", runners.Failed(wire.ErrTypeScriptFailed, "signal: killed"), daemon.SetupFinished{CommandID: "c", ExitCode: -1}, true},
 		{"killed", runners.Killed(), daemon.SetupFinished{CommandID: "c", ExitCode: -1, Killed: true}, false},
 		{"spawn failure", runners.Failed(wire.ErrTypeDaemon, "no bash"), daemon.SetupFinished{CommandID: "c", ExitCode: -1}, true},
@@ -71,7 +71,7 @@ func TestThroughRelay(t *testing.T) {
 			t.Errorf("%s: %v", endpoint, err)
 			continue
 		}
-		if got := rec.got[0]; got.Endpoint != want || got.Headers[HeaderDaemonAuthorization] != "Bearer tok" || got.Headers["X-LS-Signature"] != "s" {
+		if got := rec.got[0]; got.Endpoint != want || got.Headers[wire.HeaderDaemonAuthorization] != "Bearer tok" || got.Headers["X-LS-Signature"] != "s" {
 			t.Errorf("%s went out as %s with headers %v, want %s with the bearer", endpoint, got.Endpoint, got.Headers, want)
 		}
 	}
@@ -107,7 +107,7 @@ func TestThroughRelay(t *testing.T) {
 	if _, err := tr.RoundTrip(context.Background(), &transport.Request{Endpoint: "http://127.0.0.1:80/v1/daemon/exec/y/chunk"}); err != nil {
 		t.Fatal(err)
 	}
-	if got := rec.got[0]; got.Endpoint != "/v1/daemon/exec/y/chunk" || got.Headers[HeaderDaemonAuthorization] != "" {
+	if got := rec.got[0]; got.Endpoint != "/v1/daemon/exec/y/chunk" || got.Headers[wire.HeaderDaemonAuthorization] != "" {
 		t.Errorf("without a token: %s %v", got.Endpoint, got.Headers)
 	}
 	for _, bad := range []string{"", "plane.example", "ftp://plane.example", "http://"} {
