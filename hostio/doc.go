@@ -1,0 +1,46 @@
+// Package hostio holds the adapters between nymph's pure cores (wirecore)
+// and the machine: one small package per kind of I/O (HTTP, FIFOs, spool
+// files, processes, SQLite, files), and the loops that drive the cores.
+// This package itself holds no code; this comment maps the folder.
+//
+// The packages decide how an effect becomes a system call, never what the
+// protocol means: that is wirecore's. Which program uses each: daemon is
+// `nymph daemon`, serve is `nymph serve` (the reference control plane),
+// relay is `nymph relay`, ctl is `nymph ctl`, dev is `nymph dev` (which
+// runs a serve and a daemon as its children).
+//
+//   - blobstore: serve's payload files and the presigned URLs a daemon
+//     fetches and stores them through. serve.
+//   - daemonconfig: udf-daemon.toml, flags and environment, read once at
+//     boot. daemon; dev writes a daemon's file with it.
+//   - daemonloop: the daemon's driver, feeding wirecore/daemon its events
+//     and carrying out its effects. daemon.
+//   - fifoclient: the FIFO relay transport, the daemon's side. daemon.
+//   - hostprobe: what host the daemon runs on (versions; SLURM, Kubernetes,
+//     AWS, GCP or local). daemon.
+//   - httpclient: the direct HTTP transport, and the no-redirect rule.
+//     daemon; ctl and dev through opclient.
+//   - introspect: the daemon's loopback /status and /metrics server.
+//     daemon; dev reads /status.
+//   - opclient: the client of serve's operator API. ctl, dev.
+//   - planeserver: serve's HTTP routes and the loop that owns
+//     wirecore/plane. serve.
+//   - procgroup: a child as the leader of its own process group, and the
+//     group's stop (SIGTERM, a grace, SIGKILL). daemon (shellexec, the
+//     process and docker runners), dev.
+//   - promtext: the Prometheus text format. daemon (introspect), relay.
+//   - secretfile: what counts as private on disk, and reading token files.
+//     daemon, serve, ctl, relay.
+//   - shellexec: one exec, `bash -c` in its own process group, with the
+//     output caps and streaming. daemon.
+//   - spoolclient: the spool-directory relay transport, the daemon's side.
+//     daemon.
+//   - sqlstore: serve's SQLite store. serve.
+//   - transport: the request, response and Transport every daemon
+//     transport shares. daemon.
+//
+// Not here: the relay's own HTTP/1.1 client (relay/internal/inlinehttp);
+// the dev stack and the terminal escaping of ctl and dev (cmd/nymph/internal:
+// devstack, termtext); the relay envelope codec the two relay transports
+// share, which does no I/O (wirecore/frame).
+package hostio
