@@ -9,87 +9,82 @@ import (
 	"github.com/nymphd/nymph/wirecore/plane"
 )
 
-func (s *Server) adminRoutes(m *http.ServeMux) {
-	get := func(path string, build func(r *http.Request) plane.Request) {
-		m.HandleFunc("GET "+path, s.admin(func(w http.ResponseWriter, r *http.Request) {
-			s.finishAdmin(w, r, build(r))
-		}))
-	}
-	get(operator.PathWorkers, func(*http.Request) plane.Request {
-		return plane.ListWorkers{}
-	})
-	get(operator.PathWorker, func(r *http.Request) plane.Request {
-		wid := r.PathValue("id")
-		return plane.GetWorker{WorkerID: wid}
-	})
-	get(operator.PathExecStatus, func(r *http.Request) plane.Request {
-		xid := r.PathValue("id")
-		return plane.GetExec{ExecID: xid}
-	})
-	get(operator.PathInvocations, func(*http.Request) plane.Request {
-		return plane.ListInvocations{}
-	})
-	get(operator.PathInvocation, func(r *http.Request) plane.Request {
-		iid := r.PathValue("id")
-		return plane.GetInvocation{InvocationID: iid}
-	})
-	m.HandleFunc("GET "+operator.PathExecLogs, s.admin(s.logs))
+// adminRoute is one route of the operator API: its method and pattern,
+// and the plane request a call of it makes from the path's {id} (empty
+// when the pattern has none) and the body. A POST's body is read under
+// MaxResultBody first, a GET's never; a body that does not decode is a
+// 400.
+type adminRoute struct {
+	method, pattern string
+	request         func(id string, body []byte) (plane.Request, error)
+}
 
-	post := func(path string, build func(r *http.Request, body []byte) (plane.Request, error)) {
-		m.HandleFunc("POST "+path, s.admin(func(w http.ResponseWriter, r *http.Request) {
-			body, ok := s.readBody(w, r, MaxResultBody, true)
-			if !ok {
-				return
-			}
-			ev, err := build(r, body)
-			if err != nil {
-				adminError(w, http.StatusBadRequest, "malformed request body: "+err.Error())
-				return
-			}
-			s.finishAdmin(w, r, ev)
-		}))
+// adminRouteTable is the operator API but its logs route, which the store
+// finishes (logs).
+var adminRouteTable = [...]adminRoute{
+	{"GET", operator.PathWorkers, fromPath(func(string) plane.Request { return plane.ListWorkers{} })},
+	{"GET", operator.PathWorker, fromPath(func(id string) plane.Request { return plane.GetWorker{WorkerID: id} })},
+	{"GET", operator.PathExecStatus, fromPath(func(id string) plane.Request { return plane.GetExec{ExecID: id} })},
+	{"GET", operator.PathInvocations, fromPath(func(string) plane.Request { return plane.ListInvocations{} })},
+	{"GET", operator.PathInvocation, fromPath(func(id string) plane.Request { return plane.GetInvocation{InvocationID: id} })},
+	{"POST", operator.PathExec, fromJSON(func(id string, b operator.ExecRequest) plane.Request { return plane.EnqueueExec{WorkerID: id, Body: b} })},
+	{"POST", operator.PathSetup, fromJSON(func(id string, b operator.SetupRequest) plane.Request {
+		return plane.EnqueueSetup{WorkerID: id, Body: b}
+	})},
+	{"POST", operator.PathHibernate, fromJSON(func(id string, b operator.HibernateRequest) plane.Request {
+		return plane.EnqueueHibernate{WorkerID: id, Body: b}
+	})},
+	{"POST", operator.PathReset, fromPath(func(id string) plane.Request { return plane.EnqueueReset{WorkerID: id} })},
+	{"POST", operator.PathUpdate, fromJSON(func(id string, b operator.UpdateRequest) plane.Request {
+		return plane.EnqueueUpdate{WorkerID: id, Body: b}
+	})},
+	{"POST", operator.PathRotateKey, fromPath(func(id string) plane.Request { return plane.EnqueueRotateKey{WorkerID: id} })},
+	{"POST", operator.PathInvocations, fromJSON(func(_ string, b operator.RunRequest) plane.Request { return plane.EnqueueRun{Body: b} })},
+	{"POST", operator.PathKill, fromPath(func(id string) plane.Request { return plane.Kill{InvocationID: id} })},
+}
+
+// fromPath makes a route's request from its path alone; a POST's body is
+// read and ignored.
+func fromPath(build func(id string) plane.Request) func(string, []byte) (plane.Request, error) {
+	return func(id string, _ []byte) (plane.Request, error) { return build(id), nil }
+}
+
+// fromJSON decodes the body into the route's request type (decodeJSON)
+// and makes the route's request from the path and that.
+func fromJSON[T any](build func(id string, body T) plane.Request) func(string, []byte) (plane.Request, error) {
+	return func(id string, raw []byte) (plane.Request, error) {
+		var body T
+		if err := decodeJSON(raw, &body); err != nil {
+			return nil, err
+		}
+		return build(id, body), nil
 	}
-	post(operator.PathExec, func(r *http.Request, body []byte) (plane.Request, error) {
-		var req operator.ExecRequest
-		err := decodeJSON(body, &req)
-		wid := r.PathValue("id")
-		return plane.EnqueueExec{WorkerID: wid, Body: req}, err
-	})
-	post(operator.PathSetup, func(r *http.Request, body []byte) (plane.Request, error) {
-		var req operator.SetupRequest
-		err := decodeJSON(body, &req)
-		wid := r.PathValue("id")
-		return plane.EnqueueSetup{WorkerID: wid, Body: req}, err
-	})
-	post(operator.PathHibernate, func(r *http.Request, body []byte) (plane.Request, error) {
-		var req operator.HibernateRequest
-		err := decodeJSON(body, &req)
-		wid := r.PathValue("id")
-		return plane.EnqueueHibernate{WorkerID: wid, Body: req}, err
-	})
-	post(operator.PathReset, func(r *http.Request, _ []byte) (plane.Request, error) {
-		wid := r.PathValue("id")
-		return plane.EnqueueReset{WorkerID: wid}, nil
-	})
-	post(operator.PathUpdate, func(r *http.Request, body []byte) (plane.Request, error) {
-		var req operator.UpdateRequest
-		err := decodeJSON(body, &req)
-		wid := r.PathValue("id")
-		return plane.EnqueueUpdate{WorkerID: wid, Body: req}, err
-	})
-	post(operator.PathRotateKey, func(r *http.Request, _ []byte) (plane.Request, error) {
-		wid := r.PathValue("id")
-		return plane.EnqueueRotateKey{WorkerID: wid}, nil
-	})
-	post(operator.PathInvocations, func(_ *http.Request, body []byte) (plane.Request, error) {
-		var req operator.RunRequest
-		err := decodeJSON(body, &req)
-		return plane.EnqueueRun{Body: req}, err
-	})
-	post(operator.PathKill, func(r *http.Request, _ []byte) (plane.Request, error) {
-		iid := r.PathValue("id")
-		return plane.Kill{InvocationID: iid}, nil
-	})
+}
+
+func (s *Server) adminRoutes(m *http.ServeMux) {
+	for _, rt := range adminRouteTable {
+		m.HandleFunc(rt.method+" "+rt.pattern, s.admin(s.adminHandler(rt)))
+	}
+	m.HandleFunc("GET "+operator.PathExecLogs, s.admin(s.logs))
+}
+
+// adminHandler serves one route of adminRouteTable.
+func (s *Server) adminHandler(rt adminRoute) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var body []byte
+		if rt.method == http.MethodPost {
+			var ok bool
+			if body, ok = s.readBody(w, r, MaxResultBody, true); !ok {
+				return
+			}
+		}
+		req, err := rt.request(r.PathValue("id"), body)
+		if err != nil {
+			adminError(w, http.StatusBadRequest, "malformed request body: "+err.Error())
+			return
+		}
+		s.finishAdmin(w, r, req)
+	}
 }
 
 // decodeJSON decodes an operator request body; an empty body is {}.
