@@ -127,9 +127,10 @@ func daemonMain(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, log *
 		Queue: cfg.Daemon.Queue, WaitMaxS: cfg.Poll.WaitMaxS, RetryMinS: cfg.Poll.RetryMinS,
 		RetryMaxS: cfg.Poll.RetryMaxS, MaxInvocations: cfg.Runtime.MaxInvocations,
 		KeepAliveS: cfg.Runtime.KeepAliveS, GraceS: cfg.Shutdown.GraceS,
-		// A relay cannot abandon a request in flight: wait for the parked
+		// A relay cannot withdraw a request in flight: wait for the parked
 		// poll's reply (the control plane answers it on the result or ack).
-		KeepPollOnWake: cfg.Server.Transport == "fifo" || cfg.Server.Transport == "spool",
+		// The loop reads the same answer from the transport.
+		KeepPollOnWake: !tr.CanWithdraw(),
 	}
 	// process is always built: setups run through it whatever the host offers.
 	offered, err := builtin.Runners(append([]string{runners.KindProcess}, kinds...), builtin.Options{
@@ -155,11 +156,10 @@ func daemonMain(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, log *
 			return wire.Capabilities{Runners: hostprobe.MergeRunners(cfg.Runtime.Runners, detected),
 				MaxInvocations: wire.Int(cfg.Runtime.MaxInvocations), Workdir: cfg.Runtime.Workdir}, nil
 		},
-		RelayedPolls: cfg.Server.Transport != "direct",
-		Signals:      signalKinds(ctx, env.signals),
-		Board:        board,
-		Versions:     probed.Versions,
-		Log:          log,
+		Signals:  signalKinds(ctx, env.signals),
+		Board:    board,
+		Versions: probed.Versions,
+		Log:      log,
 	})
 	if res.Code != 0 {
 		fmt.Fprintf(env.stderr, "nymph daemon: %s\n", res.Reason)

@@ -61,7 +61,15 @@ type ExecFunc func(ctx context.Context, ex wire.Exec, opt shellexec.Options) wir
 // Options are the loop's collaborators. Machine and Transport are
 // required; everything else has a working default or is optional.
 type Options struct {
-	Machine   Machine
+	Machine Machine
+	// Transport carries every request. When it cannot withdraw a request
+	// it has sent (CanWithdraw false: fifo, spool), cancelling only
+	// abandons the reply, while the relay keeps the upstream poll parked
+	// and the control plane may still hand it commands. The loop then
+	// never cancels a poll: a poll the machine cancelled is left to
+	// finish, and the commands it brings are still fed back (and run). The
+	// relay serves one request per lane at a time, so the wake poll simply
+	// queues behind it.
 	Transport transport.Transport
 	// Runners carries runs and setups through the workdir contract; nil
 	// fails every run with RunnerUnavailable.
@@ -76,14 +84,6 @@ type Options struct {
 	// Signals delivers SIGTERM/SIGINT, already mapped to the core's kinds.
 	Signals <-chan daemon.SignalKind
 	Clock   Clock
-	// RelayedPolls is set when the transport cannot withdraw a request it
-	// has sent (fifo, spool): cancelling only abandons the reply, while the
-	// relay keeps the upstream poll parked and the control plane may still
-	// hand it commands. The loop then never cancels a poll: a poll the
-	// machine cancelled is left to finish, and the commands it brings are
-	// still fed back (and run). The relay serves one request per lane at a
-	// time, so the wake poll simply queues behind it.
-	RelayedPolls bool
 	// Board, when set, receives a snapshot after every step.
 	Board    *introspect.Board
 	Versions wire.Versions
@@ -106,7 +106,10 @@ type driver struct {
 	events chan any
 	done   chan struct{}
 
-	polls map[uint64]context.CancelFunc
+	// withdraws is the transport's CanWithdraw: false leaves every poll
+	// to finish.
+	withdraws bool
+	polls     map[uint64]context.CancelFunc
 	// replaced is the poll last replaced on a wake and left to finish (0:
 	// none). Only the latest is kept: a plane that does not answer an
 	// overtaken poll would otherwise pile up one parked request per exec.
@@ -188,6 +191,7 @@ func newDriver(opt Options) *driver {
 		log:         opt.Log,
 		events:      make(chan any, 64),
 		done:        make(chan struct{}),
+		withdraws:   opt.Transport.CanWithdraw(),
 		polls:       map[uint64]context.CancelFunc{},
 		timers:      map[daemon.TimerID]armed{},
 		setups:      make(chan daemon.StartSetup, 256),
@@ -297,10 +301,11 @@ func (d *driver) do(eff daemon.Effect) {
 // cancelPoll cuts a poll off, unless the machine only replaced it on a
 // wake: then the request is left to finish, because cutting it off could
 // drop a reply that already carries commands (the plane answers an
-// overtaken poll at once). A relayed poll is never cut off.
+// overtaken poll at once). A poll on a transport that cannot withdraw it
+// is never cut off.
 func (d *driver) cancelPoll(e daemon.CancelPoll) {
 	cancel, ok := d.polls[e.Seq]
-	if !ok || d.opt.RelayedPolls {
+	if !ok || !d.withdraws {
 		return
 	}
 	if !e.KeepReply {

@@ -430,6 +430,8 @@ type relayLike struct {
 	pollMu sync.Mutex
 }
 
+func (*relayLike) CanWithdraw() bool { return false }
+
 func (r *relayLike) RoundTrip(ctx context.Context, req *transport.Request) (*transport.Response, error) {
 	if req.Lane != transport.LanePoll {
 		return r.p.RoundTrip(ctx, req)
@@ -456,7 +458,6 @@ func (r *relayLike) RoundTrip(ctx context.Context, req *transport.Request) (*tra
 func TestRelayedPollsLoseNoCommand(t *testing.T) {
 	h := startDaemon(t, func(_ *daemon.Config, o *Options, p *plane) {
 		o.Transport = &relayLike{p: p}
-		o.RelayedPolls = true
 	})
 	h.parked()
 	for i := range 3 {

@@ -120,6 +120,10 @@ func (p *plane) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Write(reply)
 }
 
+// CanWithdraw: the plane stands for direct HTTP, where a cancelled request
+// is withdrawn.
+func (*plane) CanWithdraw() bool { return true }
+
 // RoundTrip makes the plane a transport.Transport, without HTTP.
 func (p *plane) RoundTrip(ctx context.Context, req *transport.Request) (*transport.Response, error) {
 	path := req.Endpoint

@@ -63,6 +63,9 @@ func (r relayed) RoundTrip(ctx context.Context, req *transport.Request) (*transp
 	return r.t.RoundTrip(ctx, &cp)
 }
 
+// CanWithdraw is the relay carrier's answer, false for fifo and spool.
+func (r relayed) CanWithdraw() bool { return r.t.CanWithdraw() }
+
 // isURL reports whether an endpoint names a host rather than being a path.
 func isURL(endpoint string) bool {
 	return strings.Contains(endpoint, "://") || strings.HasPrefix(endpoint, "//")

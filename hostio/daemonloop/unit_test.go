@@ -42,7 +42,10 @@ func TestSetupResult(t *testing.T) {
 	}
 }
 
+// recordingTransport stands for a relay carrier, which cannot withdraw.
 type recordingTransport struct{ got []*transport.Request }
+
+func (*recordingTransport) CanWithdraw() bool { return false }
 
 func (r *recordingTransport) RoundTrip(_ context.Context, req *transport.Request) (*transport.Response, error) {
 	r.got = append(r.got, req)
@@ -57,6 +60,9 @@ func TestThroughRelay(t *testing.T) {
 	tr, err := ThroughRelay(rec, "https://plane.example:8443/nymph/", "tok")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if tr.CanWithdraw() {
+		t.Error("through a relay a request can be withdrawn; the carrier says it cannot")
 	}
 	orig := map[string]string{"X-LS-Signature": "s"}
 	mapped := map[string]string{
@@ -189,6 +195,8 @@ type flakyPlane struct {
 	clock  *fakeClock
 	polled chan struct{}
 }
+
+func (*flakyPlane) CanWithdraw() bool { return true }
 
 func (f *flakyPlane) RoundTrip(ctx context.Context, req *transport.Request) (*transport.Response, error) {
 	switch req.Endpoint {

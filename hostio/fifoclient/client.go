@@ -158,6 +158,10 @@ func (c *Client) lane(l transport.Lane) (*lane, error) {
 	return ln, nil
 }
 
+// CanWithdraw implements transport.Transport: a frame once written is the
+// relay's to forward, and cancelling only abandons its reply.
+func (*Client) CanWithdraw() bool { return false }
+
 // RoundTrip implements transport.Transport. A nil error comes with the
 // control plane's response, whatever its status; no relay, a relay that
 // could not reach the control plane, a timeout or a cancelled ctx are

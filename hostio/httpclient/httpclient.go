@@ -1,5 +1,5 @@
 // Package httpclient is the direct transport: each transport.Request becomes
-// one HTTP POST to the control plane (spec 001, "Transport and framing").
+// one HTTP POST to the control plane (docs/protocol.md, "Transport").
 //
 // It decides the headers (msgpack both ways, octet-stream for raw log
 // chunks, the bootstrap bearer), the timeouts of the HTTP client, how an
@@ -42,7 +42,7 @@ const maxResponseBytes = 256 << 20
 // Options configure a Client.
 type Options struct {
 	// BaseURL is [server] url, e.g. "https://plane.example:8443" or
-	// "http://127.0.0.1:8080/prefix".
+	// "http://127.0.0.1:8383/prefix".
 	BaseURL string
 	// Token is the bootstrap bearer, already read (secretfile.ReadToken);
 	// empty sends no Authorization header.
@@ -187,6 +187,10 @@ func (c *Client) RoundTrip(ctx context.Context, req *transport.Request) (*transp
 }
 
 var errTooLarge = errors.New("response larger than 256 MiB")
+
+// CanWithdraw implements transport.Transport: a cancelled request's
+// connection is closed, which ends the request at the control plane.
+func (*Client) CanWithdraw() bool { return true }
 
 // CloseIdle drops pooled connections (at exit, so nothing lingers).
 func (c *Client) CloseIdle() { c.client.CloseIdleConnections() }

@@ -99,6 +99,12 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
+// CanWithdraw implements transport.Transport: a request file the relay
+// has picked up is forwarded whatever happens to it after, so cancelling
+// only abandons the reply (removing the file withdraws a request only
+// while the relay has not seen it).
+func (*Client) CanWithdraw() bool { return false }
+
 // RoundTrip implements transport.Transport.
 func (c *Client) RoundTrip(ctx context.Context, req *transport.Request) (*transport.Response, error) {
 	id := c.cfg.IDs.Next()

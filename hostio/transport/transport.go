@@ -48,6 +48,15 @@ type Response struct {
 // a non-2xx status is returned as a Response, not as an error.
 type Transport interface {
 	RoundTrip(ctx context.Context, req *Request) (*Response, error)
+	// CanWithdraw reports whether cancelling a request's context withdraws
+	// the request itself, so the control plane hands nothing more to it:
+	// true for direct HTTP, whose closed connection ends the request at
+	// the plane. A relay carrier says false: the relay has already
+	// forwarded the request, the upstream request keeps going and may
+	// still take commands, and cancelling only abandons the reply. The
+	// daemon never cuts a long-poll off on such a carrier (the core's
+	// KeepPollOnWake, set from this answer, and the loop both read it).
+	CanWithdraw() bool
 }
 
 // StatusError reports a response whose status is not 2xx.
