@@ -57,14 +57,15 @@ type loop struct {
 	s       *Server
 	pending map[plane.RequestID]chan plane.Reply
 	timers  map[plane.RequestID]*time.Timer
-	batch   batchMerger
+	// batch folds the group's batches into one Apply.
+	batch   plane.BatchMerger
 	replies []plane.Reply
 }
 
 // group steps first and whatever else is already queued (up to groupMax),
 // persists their merged batch once, then answers.
 func (l *loop) group(ctx context.Context, first message) {
-	l.batch.reset()
+	l.batch.Reset()
 	l.replies = l.replies[:0]
 	l.step(first)
 	for n := 1; n < groupMax; n++ {
@@ -76,8 +77,8 @@ func (l *loop) group(ctx context.Context, first message) {
 		}
 		break
 	}
-	if !l.batch.empty() {
-		if err := l.s.cfg.Store.Apply(ctx, l.batch.b); err != nil {
+	if !l.batch.Empty() {
+		if err := l.s.cfg.Store.Apply(ctx, l.batch.Batch()); err != nil {
 			l.s.log.Error("store apply failed; reloading the plane from the store", "err", err)
 			l.recover(ctx)
 			return
@@ -112,7 +113,7 @@ func (l *loop) step(m message) {
 	for _, eff := range l.s.core.Step(now, ev) {
 		switch e := eff.(type) {
 		case plane.Persist:
-			l.batch.merge(&e.Batch)
+			l.batch.Merge(&e.Batch)
 		case plane.Reply:
 			l.replies = append(l.replies, e)
 		case plane.Park:

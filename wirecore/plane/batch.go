@@ -2,52 +2,154 @@ package plane
 
 import "slices"
 
-// The put helpers keep one entry per record in the step's batch, holding
-// its latest state, so a store never has to care about order within a
-// batch.
+// BatchMerger builds one Batch holding one entry per record, its latest
+// state, so a store never has to care about order within a batch. Step
+// builds its Batch with one; a host that applies the batches of several
+// Steps with one Store.Apply folds them into another (Merge), which keeps
+// the rule across them. The zero value is empty. It is not safe for
+// concurrent use.
+type BatchMerger struct {
+	b Batch
+	// at is where each upserted record's entry is in b.
+	at map[recordKey]int
+}
+
+type recordKey struct {
+	kind recordKind
+	id   string
+}
+
+type recordKind uint8
+
+const (
+	workerRecord recordKind = iota
+	commandRecord
+	invocationRecord
+	execRecord
+)
+
+// maxKeptIndex bounds the index Reset keeps for reuse: clearing a map
+// costs its capacity, so one that grew for a large batch (a tick that
+// marks a whole fleet lost) is dropped rather than cleared on every step
+// after it.
+const maxKeptIndex = 1024
+
+// Reset empties m, keeping its storage for the next batch. A Batch that
+// Batch returned before is no longer valid.
+func (m *BatchMerger) Reset() {
+	clear(m.b.Workers)
+	clear(m.b.Commands)
+	clear(m.b.Invocations)
+	clear(m.b.Execs)
+	clear(m.b.Chunks)
+	m.b = Batch{
+		Workers:           m.b.Workers[:0],
+		Commands:          m.b.Commands[:0],
+		DeleteCommands:    m.b.DeleteCommands[:0],
+		Invocations:       m.b.Invocations[:0],
+		Execs:             m.b.Execs[:0],
+		Chunks:            m.b.Chunks[:0],
+		DeleteInvocations: m.b.DeleteInvocations[:0],
+		DeleteExecs:       m.b.DeleteExecs[:0],
+	}
+	if len(m.at) > maxKeptIndex {
+		m.at = nil
+	}
+	clear(m.at)
+}
+
+// Batch is what m holds, valid until m changes.
+func (m *BatchMerger) Batch() Batch { return m.b }
+
+// Empty reports whether m holds no change.
+func (m *BatchMerger) Empty() bool { return m.b.Empty() }
+
+// Merge folds b, the batch of a later Step, into m. A record in both keeps
+// b's entry, in the place of the first; chunks and deletes are appended.
+// A delete is not netted against an earlier put of the same record: the
+// store applies deletes after upserts, which comes to the same records.
+func (m *BatchMerger) Merge(b *Batch) {
+	for _, r := range b.Workers {
+		m.putWorker(r)
+	}
+	for _, r := range b.Commands {
+		m.putCommand(r)
+	}
+	for _, r := range b.Invocations {
+		m.putInvocation(r)
+	}
+	for _, r := range b.Execs {
+		m.putExec(r)
+	}
+	m.b.Chunks = append(m.b.Chunks, b.Chunks...)
+	m.b.DeleteCommands = append(m.b.DeleteCommands, b.DeleteCommands...)
+	m.b.DeleteInvocations = append(m.b.DeleteInvocations, b.DeleteInvocations...)
+	m.b.DeleteExecs = append(m.b.DeleteExecs, b.DeleteExecs...)
+}
+
+func (m *BatchMerger) putWorker(r WorkerRecord) {
+	m.b.Workers = upsert(m, workerRecord, r.ID, m.b.Workers, r)
+}
+
+func (m *BatchMerger) putCommand(r CommandRecord) {
+	m.b.Commands = upsert(m, commandRecord, r.ID, m.b.Commands, r)
+}
+
+func (m *BatchMerger) putInvocation(r InvocationRecord) {
+	m.b.Invocations = upsert(m, invocationRecord, r.ID, m.b.Invocations, r)
+}
+
+func (m *BatchMerger) putExec(r ExecRecord) {
+	m.b.Execs = upsert(m, execRecord, r.ExecID, m.b.Execs, r)
+}
+
+// upsert replaces the entry of record id in list, or appends r.
+func upsert[T any](m *BatchMerger, kind recordKind, id string, list []T, r T) []T {
+	k := recordKey{kind, id}
+	if i, ok := m.at[k]; ok {
+		list[i] = r
+		return list
+	}
+	if m.at == nil {
+		m.at = make(map[recordKey]int)
+	}
+	m.at[k] = len(list)
+	return append(list, r)
+}
+
+// deleteCommand drops a delivered command within one Step: one put in
+// this same batch (created or taken back in this Step) never reaches the
+// store at all; any other is deleted.
+func (m *BatchMerger) deleteCommand(id string) {
+	i, ok := m.at[recordKey{commandRecord, id}]
+	if !ok {
+		m.b.DeleteCommands = append(m.b.DeleteCommands, id)
+		return
+	}
+	delete(m.at, recordKey{commandRecord, id})
+	m.b.Commands = slices.Delete(m.b.Commands, i, i+1)
+	for j := i; j < len(m.b.Commands); j++ {
+		m.at[recordKey{commandRecord, m.b.Commands[j].ID}] = j
+	}
+}
+
+func (m *BatchMerger) appendChunk(c ChunkRecord) { m.b.Chunks = append(m.b.Chunks, c) }
+
+func (m *BatchMerger) deleteInvocation(id string) {
+	m.b.DeleteInvocations = append(m.b.DeleteInvocations, id)
+}
+
+func (m *BatchMerger) deleteExec(id string) { m.b.DeleteExecs = append(m.b.DeleteExecs, id) }
+
+// The put helpers of the Plane go through its step's BatchMerger.
 
 func (p *Plane) putWorker(w *worker) {
 	r := cloneWorker(w.rec)
 	w.persistedSeen = r.LastSeen
-	for i := range p.batch.Workers {
-		if p.batch.Workers[i].ID == r.ID {
-			p.batch.Workers[i] = r
-			return
-		}
-	}
-	p.batch.Workers = append(p.batch.Workers, r)
+	p.batch.putWorker(r)
 }
 
-func (p *Plane) putCommand(c CommandRecord) {
-	p.batch.Commands = append(p.batch.Commands, c)
-}
-
-// deleteCommand drops a delivered command. One created in this same step
-// never reaches the store at all.
-func (p *Plane) deleteCommand(id string) {
-	if i := slices.IndexFunc(p.batch.Commands, func(c CommandRecord) bool { return c.ID == id }); i >= 0 {
-		p.batch.Commands = slices.Delete(p.batch.Commands, i, i+1)
-		return
-	}
-	p.batch.DeleteCommands = append(p.batch.DeleteCommands, id)
-}
-
-func (p *Plane) putInvocation(r *InvocationRecord) {
-	for i := range p.batch.Invocations {
-		if p.batch.Invocations[i].ID == r.ID {
-			p.batch.Invocations[i] = *r
-			return
-		}
-	}
-	p.batch.Invocations = append(p.batch.Invocations, *r)
-}
-
-func (p *Plane) putExec(r *ExecRecord) {
-	for i := range p.batch.Execs {
-		if p.batch.Execs[i].ExecID == r.ExecID {
-			p.batch.Execs[i] = *r
-			return
-		}
-	}
-	p.batch.Execs = append(p.batch.Execs, *r)
-}
+func (p *Plane) putCommand(c CommandRecord)        { p.batch.putCommand(c) }
+func (p *Plane) deleteCommand(id string)           { p.batch.deleteCommand(id) }
+func (p *Plane) putInvocation(r *InvocationRecord) { p.batch.putInvocation(*r) }
+func (p *Plane) putExec(r *ExecRecord)             { p.batch.putExec(*r) }

@@ -93,7 +93,7 @@ type Plane struct {
 	// daemons cannot poll a server that was down.
 	restoredAt time.Time
 
-	batch   Batch
+	batch   BatchMerger // the step's
 	replies []Effect
 	out     []Effect
 }
@@ -244,12 +244,12 @@ func (p *Plane) Snapshot() Snapshot {
 // most one Persist, first, then Replies and Parks. The returned slice and
 // the Batch in it are valid until the next Step.
 func (p *Plane) Step(now time.Time, ev Event) []Effect {
-	p.batch = Batch{}
+	p.batch.Reset()
 	p.replies = p.replies[:0]
 	p.dispatch(now, ev)
 	p.out = p.out[:0]
 	if !p.batch.Empty() {
-		p.out = append(p.out, Persist{Batch: p.batch})
+		p.out = append(p.out, Persist{Batch: p.batch.Batch()})
 	}
 	p.out = append(p.out, p.replies...)
 	return p.out

@@ -149,7 +149,7 @@ func (p *Plane) onChunk(now time.Time, e Chunk) {
 		return
 	}
 	if len(e.Data) > 0 {
-		p.batch.Chunks = append(p.batch.Chunks, ChunkRecord{ExecID: ex.ExecID, Offset: ex.LogSize, Data: e.Data, At: now})
+		p.batch.appendChunk(ChunkRecord{ExecID: ex.ExecID, Offset: ex.LogSize, Data: e.Data, At: now})
 		ex.LogSize += int64(len(e.Data))
 		p.putExec(ex)
 		p.wakeLogs(ex)

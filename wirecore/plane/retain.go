@@ -72,7 +72,7 @@ func (p *Plane) forgetExec(id string, cutoff time.Time) {
 		return
 	}
 	delete(p.execs, id)
-	p.batch.DeleteExecs = append(p.batch.DeleteExecs, id)
+	p.batch.deleteExec(id)
 }
 
 func (p *Plane) forgetInvocation(id string, cutoff time.Time) {
@@ -81,7 +81,7 @@ func (p *Plane) forgetInvocation(id string, cutoff time.Time) {
 		return
 	}
 	delete(p.invocations, id)
-	p.batch.DeleteInvocations = append(p.batch.DeleteInvocations, id)
+	p.batch.deleteInvocation(id)
 }
 
 func isTerminal(state string) bool {
