@@ -32,4 +32,14 @@
 // It reads no clock, starts no goroutine and touches no global state, so it
 // runs unchanged under GOOS=js and GOOS=wasip1, or inside a request handler
 // that loads a Snapshot, steps one event and stores the Batch.
+//
+// The driver contract, in short: call Step with one event at a time, in
+// the order things happened, with the time each happened; name every
+// Request with an id unique among those still open; apply a Persist
+// durably before sending any Reply of the same Step (several Steps'
+// batches may share one apply, folded by a BatchMerger, their replies
+// sent after it); send each Reply to its request's client; and step
+// PollDeadline when a Park's Until passes, Gone when a client leaves,
+// Undelivered when a poll's reply could not be written, and Tick about
+// once a second. Example shows that loop.
 package plane
