@@ -1,11 +1,8 @@
 package plane_test
 
 import (
-	"bytes"
-	"flag"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -13,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/datadriven"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/nymphd/nymph/wirecore/operator"
@@ -21,18 +19,22 @@ import (
 	"github.com/tinylib/msgp/msgp"
 )
 
-// Transcript tests: testdata/*.txt hold cases of the form
+// Transcript tests: each testdata/*.txt file is a conversation with the
+// plane, run by cockroachdb/datadriven. A case is
 //
 //	<command> key=value ...
 //	----
 //	<expected effects, one per line>
 //
-// separated by blank lines; "#" lines are comments. Ids the plane makes are
-// shown as aliases (W1 for workers, C1 commands, X1 execs, I1 invocations)
-// and accepted as arguments. Times are seconds since the transcript's t0.
-// `go test -run Transcripts -rewrite` rewrites the expectations.
-
-var rewrite = flag.Bool("rewrite", false, "rewrite transcript expectations")
+// followed by a blank line; "#" lines between cases are comments. A bare
+// key (stream, refresh) is a flag; a list is comma-separated
+// (tags=host=local,gpu=a100); a value that starts with a double quote is
+// a Go string literal, and the pieces datadriven splits it into at its
+// spaces are joined again with one space, so it cannot hold two spaces in
+// a row. Ids the plane makes are shown as aliases (W1 for workers, C1
+// commands, X1 execs, I1 invocations) and accepted as arguments. Times
+// are seconds since the transcript's t0. `go test -run Transcripts
+// -rewrite` rewrites the expectations.
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
@@ -40,88 +42,13 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 const transcriptRetain = time.Hour
 
 func TestTranscripts(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("testdata", "*.txt"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no transcripts in testdata: %v", err)
-	}
-	for _, f := range files {
-		t.Run(strings.TrimSuffix(filepath.Base(f), ".txt"), func(t *testing.T) { runTranscript(t, f) })
-	}
-}
-
-type tcase struct {
-	line     int
-	cmd      string
-	expected string
-}
-
-func parseTranscript(t *testing.T, data string) (cases []tcase, prefix []string) {
-	lines := strings.Split(data, "\n")
-	for i := 0; i < len(lines); i++ {
-		l := lines[i]
-		if strings.TrimSpace(l) == "" || strings.HasPrefix(l, "#") {
-			continue
+	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		if filepath.Ext(path) != ".txt" {
+			t.Skipf("%s is not a transcript", path) // e.g. go test's fuzz corpus
 		}
-		c := tcase{line: i + 1, cmd: l}
-		i++
-		if i >= len(lines) || lines[i] != "----" {
-			t.Fatalf("line %d: want ---- after %q", c.line, l)
-		}
-		var out []string
-		for i++; i < len(lines) && lines[i] != ""; i++ {
-			out = append(out, lines[i])
-		}
-		c.expected = strings.Join(out, "\n")
-		cases = append(cases, c)
-	}
-	return cases, prefix
-}
-
-func runTranscript(t *testing.T, path string) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cases, _ := parseTranscript(t, string(data))
-	h := newHarness()
-	var out bytes.Buffer
-	comments := leadingComments(string(data))
-	for _, c := range cases {
-		got := h.run(t, c)
-		if *rewrite {
-			out.WriteString(comments[c.line])
-			fmt.Fprintf(&out, "%s\n----\n%s\n\n", c.cmd, got)
-			continue
-		}
-		if got != c.expected {
-			t.Errorf("%s:%d: %s\n--- got:\n%s\n--- want:\n%s", path, c.line, c.cmd, got, c.expected)
-		}
-	}
-	if *rewrite {
-		if err := os.WriteFile(path, bytes.TrimRight(out.Bytes(), "\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// leadingComments maps a case's line to the comment lines just above it.
-func leadingComments(data string) map[int]string {
-	m := map[int]string{}
-	var buf strings.Builder
-	for i, l := range strings.Split(data, "\n") {
-		switch {
-		case strings.HasPrefix(l, "#"):
-			buf.WriteString(l + "\n")
-		case strings.TrimSpace(l) == "":
-		case l == "----":
-		default:
-			if buf.Len() > 0 {
-				m[i+1] = buf.String()
-				buf.Reset()
-			}
-		}
-	}
-	return m
+		h := newHarness()
+		datadriven.RunTest(t, path, h.run)
+	})
 }
 
 type harness struct {
@@ -174,163 +101,177 @@ func (h *harness) rel(t time.Time) string {
 	return strconv.FormatFloat(t.Sub(t0).Seconds(), 'f', -1, 64) + "s"
 }
 
-type args map[string]string
-
-func parseArgs(t *testing.T, line string) (string, args) {
-	var fields []string
-	var cur strings.Builder
-	quoted := false
-	for _, r := range line {
-		switch {
-		case r == '"':
-			quoted = !quoted
-		case r == ' ' && !quoted:
-			if cur.Len() > 0 {
-				fields = append(fields, cur.String())
-				cur.Reset()
+// joinQuoted undoes datadriven's split of a quoted value at its spaces
+// (cmd="echo hi" arrives as cmd="echo and hi") and unquotes it; it
+// refuses lists and a key given twice.
+func joinQuoted(t *testing.T, d *datadriven.TestData) []datadriven.CmdArg {
+	args := d.CmdArgs
+	out := make([]datadriven.CmdArg, 0, len(args))
+	seen := map[string]bool{}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if len(a.Vals) > 1 {
+			d.Fatalf(t, "%s: a list is written a,b", a)
+		}
+		if len(a.Vals) == 1 && strings.HasPrefix(a.Vals[0], `"`) {
+			v := a.Vals[0]
+			for !quoted(v) && i+1 < len(args) {
+				i++
+				v += " " + args[i].String()
 			}
-		default:
-			cur.WriteRune(r)
+			u, err := strconv.Unquote(v)
+			if err != nil {
+				d.Fatalf(t, "bad quoting in %s=%s", a.Key, v)
+			}
+			a.Vals = []string{u}
 		}
-	}
-	if cur.Len() > 0 {
-		fields = append(fields, cur.String())
-	}
-	a := args{}
-	for _, f := range fields[1:] {
-		k, v, ok := strings.Cut(f, "=")
-		if !ok {
-			v = "true"
+		if seen[a.Key] {
+			d.Fatalf(t, "%s given twice", a.Key)
 		}
-		a[k] = v
+		seen[a.Key] = true
+		out = append(out, a)
 	}
-	return fields[0], a
+	return out
 }
 
-func (a args) req(t *testing.T) plane.RequestID {
-	n, err := strconv.ParseUint(a["req"], 10, 64)
-	if err != nil {
-		t.Fatalf("req=%q: %v", a["req"], err)
-	}
-	return plane.RequestID(n)
+// quoted reports whether v starts with a complete quoted string.
+func quoted(v string) bool {
+	_, err := strconv.QuotedPrefix(v)
+	return err == nil
 }
 
-func (a args) list(k string) []string {
-	if a[k] == "" {
-		return nil
+// str is the value of key=value (unquoted, untrimmed), "" when the case
+// has none.
+func str(d *datadriven.TestData, key string) string {
+	if a, ok := d.Arg(key); ok && len(a.Vals) > 0 {
+		return a.Vals[0]
 	}
-	return strings.Split(a[k], ",")
+	return ""
 }
 
-func (a args) float(t *testing.T, k string, def float64) float64 {
-	if a[k] == "" {
-		return def
+// list is key=a,b,c split at its commas, nil when the case has none.
+func list(d *datadriven.TestData, key string) []string {
+	if v := str(d, key); v != "" {
+		return strings.Split(v, ",")
 	}
-	f, err := strconv.ParseFloat(a[k], 64)
-	if err != nil {
-		t.Fatalf("%s=%q: %v", k, a[k], err)
-	}
-	return f
+	return nil
 }
 
-func (h *harness) run(t *testing.T, c tcase) string {
-	t.Helper()
-	cmd, a := parseArgs(t, c.cmd)
+// float is key=F, def when the case has no key.
+func float(t *testing.T, d *datadriven.TestData, key string, def float64) float64 {
+	d.MaybeScanArgs(t, key, &def)
+	return def
+}
+
+// req is the request a case names (req=N).
+func req(t *testing.T, d *datadriven.TestData) plane.RequestID {
+	var id plane.RequestID
+	d.ScanArgs(t, "req", &id)
+	return id
+}
+
+// run plays one case and returns the effects it caused, rendered.
+func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
+	// datadriven prints the case from CmdArgs on a failure: as written.
+	written := d.CmdArgs
+	defer func() { d.CmdArgs = written }()
+	d.CmdArgs = joinQuoted(t, d)
+	if d.Input != "" {
+		d.Fatalf(t, "%s takes no input lines", d.Cmd)
+	}
 	var ev plane.Event
-	switch cmd {
+	switch d.Cmd {
 	case "advance":
-		d, err := time.ParseDuration(a["by"])
-		if err != nil {
-			t.Fatalf("line %d: %v", c.line, err)
-		}
-		h.now = h.now.Add(d)
+		var by time.Duration
+		d.ScanArgs(t, "by", &by)
+		h.now = h.now.Add(by)
 		return "now " + h.rel(h.now)
 	case "restart":
 		// A restart keeps only what was persisted.
 		p, err := plane.Restore(h.config(), h.stored.snapshot(), h.now)
 		if err != nil {
-			t.Fatalf("line %d: restore: %v", c.line, err)
+			d.Fatalf(t, "restore: %v", err)
 		}
 		h.p = p
 		return "restored"
 	case "hello":
-		raw := h.helloBody(a)
+		raw := helloBody(d)
 		missing, err := plane.MissingHelloField(raw)
 		if err != nil {
-			t.Fatalf("line %d: %v", c.line, err)
+			d.Fatalf(t, "%v", err)
 		}
 		var body wire.HelloRequest
 		if missing == "" {
 			if _, err := body.UnmarshalMsg(raw); err != nil {
-				t.Fatalf("line %d: decode hello: %v", c.line, err)
+				d.Fatalf(t, "decode hello: %v", err)
 			}
 		}
-		ev = plane.Hello{Req: a.req(t), Body: body, Missing: missing}
+		ev = plane.Hello{Req: req(t, d), Body: body, Missing: missing}
 	case "poll":
-		body := wire.PollRequest{WorkerID: h.id(a["worker"]), Queue: a["queue"], TimeoutS: wire.Float(a.float(t, "timeout", 20))}
-		for _, inv := range a.list("running") {
+		body := wire.PollRequest{WorkerID: h.id(str(d, "worker")), Queue: str(d, "queue"), TimeoutS: wire.Float(float(t, d, "timeout", 20))}
+		for _, inv := range list(d, "running") {
 			body.Invocations = append(body.Invocations, wire.InvocationStatus{InvocationID: h.id(inv), State: wire.StateRunning})
 		}
-		if a["caps"] != "" {
-			body.UpdatedCapabilities = &wire.Capabilities{Runners: a.list("caps"), MaxInvocations: 4}
+		if str(d, "caps") != "" {
+			body.UpdatedCapabilities = &wire.Capabilities{Runners: list(d, "caps"), MaxInvocations: 4}
 		}
-		ev = plane.Poll{Req: a.req(t), Body: body}
+		ev = plane.Poll{Req: req(t, d), Body: body}
 	case "deadline":
-		ev = plane.PollDeadline{Req: a.req(t)}
+		ev = plane.PollDeadline{Req: req(t, d)}
 	case "gone":
-		ev = plane.Gone{Req: a.req(t)}
+		ev = plane.Gone{Req: req(t, d)}
 	case "undelivered":
-		ev = plane.Undelivered{Req: a.req(t)}
+		ev = plane.Undelivered{Req: req(t, d)}
 	case "tick":
 		ev = plane.Tick{}
 	case "ack":
-		body := wire.Ack{InvocationID: h.id(a["inv"]), State: a["state"], ResultBlob: wire.SharedBlob(a["blob"]), WorkerID: h.id(a["worker"])}
-		if typ, msg, ok := strings.Cut(a["error"], ":"); ok {
+		body := wire.Ack{InvocationID: h.id(str(d, "inv")), State: str(d, "state"), ResultBlob: wire.SharedBlob(str(d, "blob")), WorkerID: h.id(str(d, "worker"))}
+		if typ, msg, ok := strings.Cut(str(d, "error"), ":"); ok {
 			body.Error = &wire.ErrorInfo{TypeName: typ, Message: msg}
 		}
-		ev = plane.Ack{Req: a.req(t), Body: body}
+		ev = plane.Ack{Req: req(t, d), Body: body}
 	case "result":
-		ev = plane.ExecResult{Req: a.req(t), ExecID: h.id(a["exec"]),
-			Body: wire.ExecResult{ExitCode: wire.Int(a.float(t, "exit", 0)), Stdout: a["stdout"]}}
+		ev = plane.ExecResult{Req: req(t, d), ExecID: h.id(str(d, "exec")),
+			Body: wire.ExecResult{ExitCode: wire.Int(float(t, d, "exit", 0)), Stdout: str(d, "stdout")}}
 	case "chunk":
-		ev = plane.Chunk{Req: a.req(t), ExecID: h.id(a["exec"]), Data: []byte(a["data"])}
+		ev = plane.Chunk{Req: req(t, d), ExecID: h.id(str(d, "exec")), Data: []byte(str(d, "data"))}
 	case "workers":
-		ev = plane.ListWorkers{Req: a.req(t)}
+		ev = plane.ListWorkers{Req: req(t, d)}
 	case "worker":
-		ev = plane.GetWorker{Req: a.req(t), WorkerID: h.id(a["id"])}
+		ev = plane.GetWorker{Req: req(t, d), WorkerID: h.id(str(d, "id"))}
 	case "exec":
-		body := operator.ExecRequest{Command: a["cmd"], Stream: a["stream"] == "true"}
-		ev = plane.EnqueueExec{Req: a.req(t), WorkerID: h.id(a["worker"]), Body: body}
+		body := operator.ExecRequest{Command: str(d, "cmd"), Stream: d.HasArg("stream")}
+		ev = plane.EnqueueExec{Req: req(t, d), WorkerID: h.id(str(d, "worker")), Body: body}
 	case "setup":
-		body := operator.SetupRequest{Script: a["script"], RefreshCapabilities: a["refresh"] == "true", Sudo: a["sudo"] == "true"}
-		ev = plane.EnqueueSetup{Req: a.req(t), WorkerID: h.id(a["worker"]), Body: body}
+		body := operator.SetupRequest{Script: str(d, "script"), RefreshCapabilities: d.HasArg("refresh"), Sudo: d.HasArg("sudo")}
+		ev = plane.EnqueueSetup{Req: req(t, d), WorkerID: h.id(str(d, "worker")), Body: body}
 	case "hibernate":
-		until := h.now.Add(time.Duration(a.float(t, "for", 0) * float64(time.Second)))
-		ev = plane.EnqueueHibernate{Req: a.req(t), WorkerID: h.id(a["worker"]),
+		until := h.now.Add(time.Duration(float(t, d, "for", 0) * float64(time.Second)))
+		ev = plane.EnqueueHibernate{Req: req(t, d), WorkerID: h.id(str(d, "worker")),
 			Body: operator.HibernateRequest{UntilEpochS: float64(until.Unix())}}
 	case "reset":
-		ev = plane.EnqueueReset{Req: a.req(t), WorkerID: h.id(a["worker"])}
+		ev = plane.EnqueueReset{Req: req(t, d), WorkerID: h.id(str(d, "worker"))}
 	case "rotate":
-		ev = plane.EnqueueRotateKey{Req: a.req(t), WorkerID: h.id(a["worker"])}
+		ev = plane.EnqueueRotateKey{Req: req(t, d), WorkerID: h.id(str(d, "worker"))}
 	case "update":
-		ev = plane.EnqueueUpdate{Req: a.req(t), WorkerID: h.id(a["worker"]),
-			Body: operator.UpdateRequest{Version: a["version"], URL: "https://cp.example/bin", SHA256: a["sha256"]}}
+		ev = plane.EnqueueUpdate{Req: req(t, d), WorkerID: h.id(str(d, "worker")),
+			Body: operator.UpdateRequest{Version: str(d, "version"), URL: "https://cp.example/bin", SHA256: str(d, "sha256")}}
 	case "execstatus":
-		ev = plane.GetExec{Req: a.req(t), ExecID: h.id(a["exec"])}
+		ev = plane.GetExec{Req: req(t, d), ExecID: h.id(str(d, "exec"))}
 	case "logs":
-		ev = plane.WaitLogs{Req: a.req(t), ExecID: h.id(a["exec"]), Offset: int64(a.float(t, "offset", 0)), WaitS: a.float(t, "wait", 0)}
+		ev = plane.WaitLogs{Req: req(t, d), ExecID: h.id(str(d, "exec")), Offset: int64(float(t, d, "offset", 0)), WaitS: float(t, d, "wait", 0)}
 	case "run":
-		body := operator.RunRequest{Queue: a["queue"], Function: wire.Function{Module: "jobs", Qualname: a["fn"]},
-			RunConfig: wire.RunConfig{Runner: a["runner"]}, RequiredTags: a.list("tags")}
-		ev = plane.EnqueueRun{Req: a.req(t), Body: body}
+		body := operator.RunRequest{Queue: str(d, "queue"), Function: wire.Function{Module: "jobs", Qualname: str(d, "fn")},
+			RunConfig: wire.RunConfig{Runner: str(d, "runner")}, RequiredTags: list(d, "tags")}
+		ev = plane.EnqueueRun{Req: req(t, d), Body: body}
 	case "invocations":
-		ev = plane.ListInvocations{Req: a.req(t)}
+		ev = plane.ListInvocations{Req: req(t, d)}
 	case "invocation":
-		ev = plane.GetInvocation{Req: a.req(t), InvocationID: h.id(a["id"])}
+		ev = plane.GetInvocation{Req: req(t, d), InvocationID: h.id(str(d, "id"))}
 	case "kill":
-		ev = plane.Kill{Req: a.req(t), InvocationID: h.id(a["inv"])}
+		ev = plane.Kill{Req: req(t, d), InvocationID: h.id(str(d, "inv"))}
 	default:
-		t.Fatalf("line %d: unknown command %q", c.line, cmd)
+		d.Fatalf(t, "unknown command %q", d.Cmd)
 	}
 	var lines []string
 	for _, eff := range h.p.Step(h.now, ev) {
@@ -342,7 +283,7 @@ func (h *harness) run(t *testing.T, c tcase) string {
 	// Every step must leave the store holding the plane's state: nothing
 	// the plane knows may be lost by a crash after the step.
 	if diff := cmp.Diff(h.stored.snapshot(), h.p.Snapshot(), storedOpts); diff != "" {
-		t.Errorf("line %d: %s: store and plane differ (-stored +plane):\n%s", c.line, c.cmd, diff)
+		d.Fatalf(t, "store and plane differ (-stored +plane):\n%s", diff)
 	}
 	if len(lines) == 0 {
 		return "(nothing)"
@@ -350,47 +291,49 @@ func (h *harness) run(t *testing.T, c tcase) string {
 	return strings.Join(lines, "\n")
 }
 
-// helloBody builds a raw hello; omit=a.b drops a key to test admission.
-func (h *harness) helloBody(a args) []byte {
+// helloBody builds a raw hello; omit=a.b drops a key to test admission,
+// protocol=null sends a null protocol.
+func helloBody(d *datadriven.TestData) []byte {
 	proto := any("1")
-	if v, ok := a["protocol"]; ok {
+	if d.HasArg("protocol") {
+		v := str(d, "protocol")
 		proto = v
 		if v == "null" {
 			proto = nil
 		}
 	}
 	runners := []any{"process"}
-	if a["runners"] != "" {
+	if str(d, "runners") != "" {
 		runners = nil
-		for _, r := range a.list("runners") {
+		for _, r := range list(d, "runners") {
 			runners = append(runners, r)
 		}
 	}
 	strs := func(k string) []any {
 		out := []any{}
-		for _, s := range a.list(k) {
+		for _, s := range list(d, k) {
 			out = append(out, s)
 		}
 		return out
 	}
 	versions := map[string]any{"daemon": "0.1.0", "protocol": proto}
-	if v := a["daemon"]; v != "" {
+	if v := str(d, "daemon"); v != "" {
 		versions["daemon"] = v
 	}
 	for _, k := range []string{"runsc", "docker", "python", "kernel", "distro", "arch", "cpu", "gpu"} {
 		versions[k] = nil
 	}
 	m := map[string]any{
-		"machine_id":   a["machine"],
-		"label":        a["label"],
+		"machine_id":   str(d, "machine"),
+		"label":        str(d, "label"),
 		"tags":         strs("tags"),
 		"capabilities": map[string]any{"runners": runners, "max_invocations": int64(4), "workdir": "/tmp/w"},
 		"versions":     versions,
 	}
-	if a["lanes"] != "" {
+	if str(d, "lanes") != "" {
 		m["lanes"] = strs("lanes")
 	}
-	if o := a["omit"]; o != "" {
+	if o := str(d, "omit"); o != "" {
 		parent, child, nested := strings.Cut(o, ".")
 		if nested {
 			delete(m[parent].(map[string]any), child)
