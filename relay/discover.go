@@ -307,12 +307,12 @@ func (d *discovery) startPending() {
 }
 
 // startPair opens lane's pipes and starts its pump. Both pipes are opened
-// O_RDWR|O_NONBLOCK, resp first, as spec 000 "Watching" has it: open(2)
-// never waits for the daemon's end, and a daemon's plain blocking open of
-// either pipe returns at once, in either order. resp is held only while
-// the budget has room for it beside uncounted request pipes (this one and
-// those still to start). Nothing is written to resp here: every frame on
-// it is the answer to a request read from req.
+// O_RDWR|O_NONBLOCK, resp first, as docs/protocol.md ("What a daemon can rely
+// on") has it: open(2) never waits for the daemon's end, and a daemon's plain
+// blocking open of either pipe returns at once, in either order. resp is held
+// only while the budget has room for it beside uncounted request pipes (this
+// one and those still to start). Nothing is written to resp here: every frame
+// on it is the answer to a request read from req.
 func (d *discovery) startPair(m *machine, lane string, uncounted int64) {
 	reqRel, respRel := m.rel+"/"+pipeName("req", lane), m.rel+"/"+pipeName("resp", lane)
 	resp := -1

@@ -24,11 +24,11 @@ type pump struct {
 	rl  *Relay
 	f   *os.File
 	raw syscall.RawConn // f's descriptor, for a read that must not wait
-	// resp is the resp pipe's descriptor, -1 when none is open. A pump
-	// that had room in the pipe budget opens it O_RDWR when it starts and
-	// holds it (held), so a daemon's blocking open(2) of the pipe returns
-	// at once, as spec 000 has it; one without room opens it O_WRONLY per
-	// reply and keeps it while room appears.
+	// resp is the resp pipe's descriptor, -1 when none is open. A pump that had
+	// room in the pipe budget opens it O_RDWR when it starts and holds it
+	// (held), so a daemon's blocking open(2) of the pipe returns at once, as
+	// docs/protocol.md ("What a daemon can rely on") has it; one without room
+	// opens it O_WRONLY per reply and keeps it while room appears.
 	resp int
 	held bool // resp was opened O_RDWR at the start
 	// unheld: the budget had no room to hold resp at the start (counted in
@@ -423,14 +423,14 @@ type callWatch struct {
 	abandoned bool                    // the watcher read a byte of a new frame
 }
 
-// await runs call under the upstream timeout. A frame that carries an id
-// is superseded by the next frame on its pipe: the daemon writes one only
-// once it stopped waiting for this reply, so once the call has taken
-// watchAfter, the watcher reads the pipe, and a byte arriving first
-// cancels the call, whose reply is then not written (the daemon would
-// discard it by its id anyway). A raw frame (no id) is never superseded:
-// spec 000 answers raw frames one for one and in order, pipelined or not,
-// so bytes of a next frame simply wait in the pipe until this reply is
+// await runs call under the upstream timeout. A frame that carries an id is
+// superseded by the next frame on its pipe: the daemon writes one only once it
+// stopped waiting for this reply, so once the call has taken watchAfter, the
+// watcher reads the pipe, and a byte arriving first cancels the call, whose
+// reply is then not written (the daemon would discard it by its id anyway). A
+// raw frame (no id) is never superseded: raw frames are answered one for one
+// and in order, pipelined or not (docs/protocol.md, "What a daemon can rely
+// on"), so bytes of a next frame simply wait in the pipe until this reply is
 // written.
 //
 // The watcher also enforces the upstream timeout (through its read

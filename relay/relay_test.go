@@ -475,9 +475,9 @@ func openReq(t testing.TB, dir, lane string) *os.File {
 	}
 }
 
-// Raw frames (no id) are answered one for one and in order, pipelined or
-// not, as spec 000 has it: a frame written while the one before is
-// upstream waits its turn instead of superseding it.
+// Raw frames (no id) are answered one for one and in order, pipelined or not,
+// as docs/protocol.md ("What a daemon can rely on") has it: a frame written
+// while the one before is upstream waits its turn instead of superseding it.
 func TestPipelinedRawFramesAnsweredInOrder(t *testing.T) {
 	fp := newFakePlane(t)
 	fp.block = make(chan struct{})

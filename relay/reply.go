@@ -9,11 +9,12 @@ import (
 	"github.com/tinylib/msgp/msgp"
 )
 
-// appendFrame appends the reply as one frame to dst. A request with an id
-// gets a wire.RelayReply; one without gets the upstream's raw bytes on a
-// 2xx and a wire.RelayErrorReply otherwise, as spec 000 pins for daemons
-// that predate ids. A streamed reply gets only its head: the frame header
-// and the payload up to the body, whose bytes follow from r.stream.
+// appendFrame appends the reply as one frame to dst. A request with an id gets
+// a wire.RelayReply; one without gets the upstream's raw bytes on a 2xx and a
+// wire.RelayErrorReply otherwise, as docs/protocol.md ("Raw reply", "Id reply")
+// pins for daemons that predate ids. A streamed reply gets only its head: the
+// frame header and the payload up to the body, whose bytes follow from
+// r.stream.
 func (r *reply) appendFrame(dst []byte) ([]byte, error) {
 	if r.stream != nil {
 		return r.appendHead(dst)

@@ -23,11 +23,12 @@ import (
 	"github.com/nymphd/nymph/wirecore/wire"
 )
 
-// These tests run a daemon as one written to spec 000 alone would be, in
-// a process of its own: plain blocking open(2) calls on its pipes, raw
-// frames (no id), replies read in step with requests; and the relay, when
-// a test kills it, in a process of its own too. Both are this test binary,
-// re-run in a role named by an environment variable (see TestMain).
+// These tests run a daemon as one written to the relay framing alone
+// (docs/protocol.md, "Relay framing", without the extensions) would be, in a
+// process of its own: plain blocking open(2) calls on its pipes, raw frames (no
+// id), replies read in step with requests; and the relay, when a test kills it,
+// in a process of its own too. Both are this test binary, re-run in a role
+// named by an environment variable (see TestMain).
 const (
 	seedDaemonEnv   = "NYMPH_RELAY_TEST_SEED_DAEMON"   // the machine directory
 	relayProcessEnv = "NYMPH_RELAY_TEST_RELAY_PROCESS" // prefix|upstream|token file

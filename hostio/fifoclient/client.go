@@ -48,10 +48,10 @@ const (
 	// ReplyID: requests carry an id and replies come back as
 	// wire.RelayReply envelopes naming it. Our relay's mode.
 	ReplyID ReplyMode = "id"
-	// ReplyRaw: no id; the reply is the upstream's raw body, as spec 000
-	// pins. For a relay that predates ids; a reply to an abandoned request
-	// cannot be told apart, so Timeout must exceed the relay's upstream
-	// timeout.
+	// ReplyRaw: no id; the reply is the upstream's raw body, as
+	// docs/protocol.md ("Raw reply") pins. For a relay that predates ids; a
+	// reply to an abandoned request cannot be told apart, so Timeout must
+	// exceed the relay's upstream timeout.
 	ReplyRaw ReplyMode = "raw"
 )
 

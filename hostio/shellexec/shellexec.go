@@ -1,6 +1,7 @@
 // Package shellexec runs one `exec` command of protocol "1": `bash -c
 // <command>` in its own process group, with the exit-code sentinels, the
-// output caps and the streaming mode of spec 001.
+// output caps and the streaming mode of docs/protocol.md ("exec", "Exec
+// result", "Log chunks").
 //
 // It decides how a shell command is spawned, timed out, killed and how its
 // output is captured or streamed. It does not decide when an exec runs, how

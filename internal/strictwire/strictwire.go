@@ -1,11 +1,11 @@
 // Package strictwire decodes the bodies a control plane sends as a daemon
-// written from spec 001's tables would: into strictly typed structs, with a
-// msgpack implementation other than the one nymph encodes with
+// written from the tables of docs/protocol.md would: into strictly typed
+// structs, with a msgpack implementation other than the one nymph encodes with
 // (vmihailenco/msgpack), and with no lenient hooks. A key the tables list
-// without `?` must be present; only an `X | null` or `X?` key may be nil;
-// an integer field refuses a float (even 86400.0) and a negative number; a
-// string refuses a number; bytes must be bin. Unknown keys are allowed, as
-// serde allows them by default.
+// without `?` must be present; only an `X | null` or `X?` key may be nil; an
+// integer field refuses a float (even 86400.0) and a negative number; a string
+// refuses a number; bytes must be bin. Unknown keys are allowed, as serde
+// allows them by default.
 //
 // Where a table says only "number", the struct types the field as a careful
 // Rust author would (u64 for a whole count of seconds): that is the
@@ -25,7 +25,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// HelloResponse is spec 001's hello response.
+// HelloResponse is the hello response of docs/protocol.md ("HelloResponse").
 type HelloResponse struct {
 	WorkerID           *string        `msgpack:"worker_id"`
 	SessionToken       *string        `msgpack:"session_token"`
@@ -129,7 +129,7 @@ type Function struct {
 	Qualname string `msgpack:"qualname"`
 }
 
-// RunConfig: spec 001 names only run_config.runner; the rest is the
+// RunConfig: docs/protocol.md names only run_config.runner; the rest is the
 // runner's, and is allowed through as unknown keys.
 type RunConfig struct {
 	Runner *string `msgpack:"runner,omitempty"`

@@ -105,7 +105,8 @@ func newRunner(kind, runtime string, opt Options) *Runner {
 func (r *Runner) Kind() string { return r.kind }
 
 // RunArgv is the full `docker run` argv (without the client binary) for an
-// invocation, in the order of spec 003:
+// invocation, in the order the first implementation of the protocol used
+// (entry programs and operators' scripts expect it):
 //
 //	run --rm -i --runtime=<rt> --cidfile <workdir>/container.cid
 //	--network=<network|host> -v <workdir>:/workspace [-v extra …]

@@ -18,8 +18,8 @@ import (
 )
 
 // Transcript tests: each testdata/*.txt file is a conversation with the
-// machine, written the way spec 003 tells the story, run by
-// cockroachdb/datadriven. A case is
+// machine, written the way docs/architecture.md ("How a daemon behaves")
+// tells the story, run by cockroachdb/datadriven. A case is
 //
 //	command positional… key=value …
 //	input lines (poll-ok only: one wire command each, `kind key=value …`)

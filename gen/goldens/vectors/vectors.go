@@ -703,7 +703,8 @@ func relayRequestFields() M {
 	}
 }
 
-// relayRequestPlain is the envelope of spec 000 alone, carrying a poll.
+// relayRequestPlain is the envelope without extensions (docs/protocol.md,
+// "Request envelope"), carrying a poll.
 func relayRequestPlain() *wire.RelayRequest {
 	return &wire.RelayRequest{Endpoint: wire.PathPoll, Body: mustEncode(pollRequest())}
 }
