@@ -28,7 +28,7 @@ const adminTokenFile = "admin.token"
 func runServe(ctx context.Context, env *cliEnv, args []string) int {
 	flags := flag.NewFlagSet("nymph serve", flag.ContinueOnError)
 	flags.SetOutput(env.stderr)
-	listen := flags.String("listen", "127.0.0.1:8383", "address to listen on")
+	listen := flags.String("listen", wire.DefaultListen, "address to listen on")
 	dataDir := flags.String("data-dir", "", "directory of the database, blobs and generated tokens, mode 0700 (required; created when absent)")
 	tokenFile := flags.String("token-file", "", "file holding the daemons' bootstrap bearer, mode 0600 (default: daemons need none)")
 	relayTokenFile := flags.String("relay-token-file", "", "file holding the token relays present, mode 0600 (default: the daemon token)")

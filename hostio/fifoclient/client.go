@@ -38,7 +38,6 @@ import (
 
 	"github.com/nymphd/nymph/hostio/transport"
 	"github.com/nymphd/nymph/wirecore/frame"
-	"github.com/nymphd/nymph/wirecore/wire"
 )
 
 // ReplyMode says how the relay answers.
@@ -55,11 +54,6 @@ const (
 	ReplyRaw ReplyMode = "raw"
 )
 
-// DefaultTimeout exceeds the relay's default upstream timeout (120 s), so
-// the relay's own verdict on a slow upstream arrives before we give up, and
-// a raw-mode relay never answers a request we abandoned.
-const DefaultTimeout = 130 * time.Second
-
 // StallTimeout is how long a lane stays closed after a frame was cut off
 // mid-write: it exceeds the relay's default frame stall timeout (30 s), so
 // the relay has discarded the partial frame before our next one arrives,
@@ -70,7 +64,7 @@ const StallTimeout = 31 * time.Second
 type Config struct {
 	// Dir is the machine directory, <prefix>/<machine_id>.
 	Dir string
-	// Timeout bounds one request, write to reply; 0 means DefaultTimeout.
+	// Timeout bounds one request, write to reply; 0 means transport.RelayedTimeout.
 	Timeout time.Duration
 	// Replies is ReplyID (the default when empty) or ReplyRaw.
 	Replies ReplyMode
@@ -121,7 +115,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("fifoclient: reply mode %q: want id or raw", cfg.Replies)
 	}
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = DefaultTimeout
+		cfg.Timeout = transport.RelayedTimeout
 	}
 	if cfg.IDs == nil {
 		cfg.IDs = frame.NewIDs(time.Now(), rand.Reader)
@@ -187,7 +181,7 @@ func (c *Client) RoundTrip(ctx context.Context, req *transport.Request) (*transp
 	if c.cfg.Replies == ReplyID {
 		id = c.cfg.IDs.Next()
 	}
-	env := wire.RelayRequest{Endpoint: req.Endpoint, Headers: req.Headers, ContentType: req.ContentType, ID: id, Body: req.Body}
+	env := req.Envelope(id)
 	if ln.buf, err = frame.AppendRequest(ln.buf[:0], env); err != nil {
 		return nil, fmt.Errorf("fifoclient: %w", err)
 	}

@@ -176,7 +176,7 @@ func (e Env) slurm(context.Context) detection {
 	if err != nil {
 		return detection{}
 	}
-	return detection{tags: []string{"host=slurm", "slurm:cluster=" + parseClusterName(data)}, runner: "slurm"}
+	return detection{tags: []string{"host=slurm", "slurm:cluster=" + parseClusterName(data)}, runner: wire.RunnerSlurm}
 }
 
 func parseClusterName(conf []byte) string {
@@ -199,7 +199,7 @@ func (e Env) kube(ctx context.Context) detection {
 		return detection{}
 	}
 	kctx := e.output(ctx, "kubectl", "config", "current-context")
-	return detection{tags: []string{"host=kube", "kube:context=" + kctx}, runner: "kube"}
+	return detection{tags: []string{"host=kube", "kube:context=" + kctx}, runner: wire.RunnerKube}
 }
 
 // aws reads the IMDSv1 instance identity document.

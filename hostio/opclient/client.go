@@ -27,9 +27,6 @@ import (
 	"github.com/nymphd/nymph/wirecore/operator"
 )
 
-// DefaultServer is the base URL ctl uses when none is given.
-const DefaultServer = "http://127.0.0.1:8383"
-
 // maxErrorBody bounds how much of a non-JSON error page is quoted back.
 const maxErrorBody = 512
 

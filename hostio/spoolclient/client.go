@@ -31,10 +31,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nymphd/nymph/hostio/fifoclient"
 	"github.com/nymphd/nymph/hostio/transport"
 	"github.com/nymphd/nymph/wirecore/frame"
-	"github.com/nymphd/nymph/wirecore/wire"
 )
 
 // DefaultInterval is how often a waiting request looks for its reply.
@@ -47,7 +45,7 @@ type Config struct {
 	Dir string
 	// Interval between looks for a reply; 0 means DefaultInterval.
 	Interval time.Duration
-	// Timeout bounds one request; 0 means fifoclient.DefaultTimeout.
+	// Timeout bounds one request; 0 means transport.RelayedTimeout.
 	Timeout time.Duration
 	// IDs supplies request ids; nil means frame.NewIDs(time.Now(),
 	// crypto/rand.Reader).
@@ -75,7 +73,7 @@ func New(cfg Config) (*Client, error) {
 		cfg.Interval = DefaultInterval
 	}
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = fifoclient.DefaultTimeout
+		cfg.Timeout = transport.RelayedTimeout
 	}
 	if cfg.IDs == nil {
 		cfg.IDs = frame.NewIDs(time.Now(), rand.Reader)
@@ -108,7 +106,7 @@ func (*Client) CanWithdraw() bool { return false }
 // RoundTrip implements transport.Transport.
 func (c *Client) RoundTrip(ctx context.Context, req *transport.Request) (*transport.Response, error) {
 	id := c.cfg.IDs.Next()
-	env := wire.RelayRequest{Endpoint: req.Endpoint, Headers: req.Headers, ContentType: req.ContentType, ID: id, Body: req.Body}
+	env := req.Envelope(id)
 	buf, err := frame.AppendRequest(nil, env)
 	if err != nil {
 		return nil, fmt.Errorf("spoolclient: %w", err)

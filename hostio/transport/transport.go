@@ -10,7 +10,17 @@ package transport
 import (
 	"context"
 	"fmt"
+	"time"
+
+	"github.com/nymphd/nymph/wirecore/wire"
 )
+
+// RelayedTimeout bounds one request carried through a relay (a FIFO or a
+// spool file): it exceeds the relay's default upstream timeout (120 s), so
+// the relay's own verdict on a slow upstream arrives before the daemon
+// gives up, and a relay that answers raw frames never answers a request
+// the daemon abandoned.
+const RelayedTimeout = 130 * time.Second
 
 // Lane names which pipe a request travels on when the carrier has several:
 // long-polls use LanePoll so that acks, results and chunks (LaneControl)
@@ -34,6 +44,12 @@ type Request struct {
 	// Headers are extra X-LS-* headers (request signing).
 	Headers map[string]string
 	Lane    Lane
+}
+
+// Envelope is req as the relay envelope that carries it, asking for an id
+// reply when id is not empty (docs/protocol.md, "Request envelope").
+func (req *Request) Envelope(id string) wire.RelayRequest {
+	return wire.RelayRequest{Endpoint: req.Endpoint, Headers: req.Headers, ContentType: req.ContentType, ID: id, Body: req.Body}
 }
 
 // Response is the control plane's answer, whatever its status.

@@ -4,7 +4,10 @@
 // It decides the byte layout of a frame, the 256 MiB ceiling, how a stream
 // of bytes arriving in arbitrary pieces becomes frames (Decoder), and how the
 // head of a request envelope is read without holding its body
-// (ReadEnvelope), so that a relay can stream a large body.
+// (ReadEnvelope), so that a relay can stream a large body. It holds both
+// halves of an exchange: the relay's (reading a request envelope, writing
+// raw and id replies) and the daemon's (request ids, writing a request,
+// reading its reply; request_reply.go), so the two agree by construction.
 //
 // It does not decide what a relay or a daemon does with a frame, how long it
 // waits for bytes, or which endpoints are allowed: those belong to the relay
