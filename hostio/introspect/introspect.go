@@ -116,7 +116,8 @@ func (s *Server) Close(ctx context.Context) error {
 	return err
 }
 
-type inFlightDoc struct {
+// InFlight counts the work a daemon holds, in its GET /status document.
+type InFlight struct {
 	Execs        int  `json:"execs"`
 	Runs         int  `json:"runs"`
 	Held         int  `json:"held"`
@@ -124,11 +125,14 @@ type inFlightDoc struct {
 	SetupsQueued int  `json:"setups_queued"`
 }
 
-type statusDoc struct {
+// StatusDoc is the daemon's GET /status document. It is exported so that
+// a reader in the same binary (nymph dev) decodes what is served, not a
+// copy of it.
+type StatusDoc struct {
 	State          string            `json:"state"`
 	WorkerID       string            `json:"worker_id"`
 	Queue          string            `json:"queue"`
-	InFlight       inFlightDoc       `json:"in_flight"`
+	InFlight       InFlight          `json:"in_flight"`
 	PermitsFree    int               `json:"permits_free"`
 	BackoffS       float64           `json:"backoff_s"`
 	BackoffBaseS   float64           `json:"backoff_base_s"`
@@ -140,11 +144,11 @@ type statusDoc struct {
 	RunOutcomes    map[string]uint64 `json:"run_outcomes"`
 }
 
-func newStatusDoc(s Snapshot) statusDoc {
+func newStatusDoc(s Snapshot) StatusDoc {
 	st := s.Status
-	return statusDoc{
+	return StatusDoc{
 		State: st.State, WorkerID: st.WorkerID, Queue: st.Queue,
-		InFlight: inFlightDoc{Execs: st.ExecsRunning, Runs: st.RunsRunning, Held: st.Held,
+		InFlight: InFlight{Execs: st.ExecsRunning, Runs: st.RunsRunning, Held: st.Held,
 			SetupRunning: st.SetupRunning, SetupsQueued: st.SetupsQueued},
 		PermitsFree: st.PermitsFree, BackoffS: s.BackoffS, BackoffBaseS: st.BackoffBaseS,
 		LastPollAt: timeOrNil(st.LastPollAt), LastPollOKAt: timeOrNil(st.LastPollOKAt),

@@ -6,22 +6,14 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/nymphd/nymph/hostio/introspect"
 )
 
-// daemonStatus is the part of the daemon's GET /status document (served by
-// hostio/introspect on the [introspect] listen address) that the stack
-// reads: the daemon's own view of itself, as opposed to the server's view
-// of the worker.
-type daemonStatus struct {
-	State    string `json:"state"`
-	WorkerID string `json:"worker_id"`
-	InFlight struct {
-		SetupRunning bool `json:"setup_running"`
-		SetupsQueued int  `json:"setups_queued"`
-	} `json:"in_flight"`
-	BackoffS float64           `json:"backoff_s"`
-	Counters map[string]uint64 `json:"counters"`
-}
+// daemonStatus is the daemon's GET /status document (served by
+// hostio/introspect on the [introspect] listen address): the daemon's own
+// view of itself, as opposed to the server's view of the worker.
+type daemonStatus struct{ introspect.StatusDoc }
 
 // String says what the daemon is doing, for an error message.
 func (st daemonStatus) String() string {
