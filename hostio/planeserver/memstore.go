@@ -17,8 +17,6 @@ type MemStore struct {
 	invocations map[string]plane.InvocationRecord
 	execs       map[string]plane.ExecRecord
 	chunks      map[string][]byte // exec id → the whole log so far
-	// FailApply, when set, makes Apply fail with it (store-failure tests).
-	FailApply error
 }
 
 // NewMemStore returns an empty MemStore.
@@ -36,13 +34,8 @@ func NewMemStore() *MemStore {
 func (s *MemStore) Apply(_ context.Context, b plane.Batch) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.FailApply != nil {
-		return s.FailApply
-	}
-	for _, c := range b.Chunks {
-		if have := int64(len(s.chunks[c.ExecID])); have != c.Offset {
-			return fmt.Errorf("memstore: chunk of exec %s at offset %d, log ends at %d", c.ExecID, c.Offset, have)
-		}
+	if err := s.checkChunks(b.Chunks); err != nil {
+		return err
 	}
 	for _, w := range b.Workers {
 		s.workers[w.ID] = w
@@ -68,6 +61,24 @@ func (s *MemStore) Apply(_ context.Context, b plane.Batch) error {
 	for _, id := range b.DeleteExecs {
 		delete(s.execs, id)
 		delete(s.chunks, id)
+	}
+	return nil
+}
+
+// checkChunks refuses chunks that do not each start where their exec's
+// log ends, counting the chunks of the same batch before them, so a
+// refused batch changes nothing.
+func (s *MemStore) checkChunks(chunks []plane.ChunkRecord) error {
+	ends := map[string]int64{}
+	for _, c := range chunks {
+		end, ok := ends[c.ExecID]
+		if !ok {
+			end = int64(len(s.chunks[c.ExecID]))
+		}
+		if c.Offset != end {
+			return fmt.Errorf("memstore: chunk of exec %s at offset %d, log ends at %d", c.ExecID, c.Offset, end)
+		}
+		ends[c.ExecID] = end + int64(len(c.Data))
 	}
 	return nil
 }

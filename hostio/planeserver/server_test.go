@@ -512,20 +512,39 @@ func must(b []byte, err error) []byte {
 	return b
 }
 
+// failingStore is a MemStore whose Apply fails while it holds an error.
+type failingStore struct {
+	*MemStore
+	mu  sync.Mutex
+	err error
+}
+
+func (s *failingStore) failWith(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.err = err
+}
+
+func (s *failingStore) Apply(ctx context.Context, b plane.Batch) error {
+	s.mu.Lock()
+	err := s.err
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return s.MemStore.Apply(ctx, b)
+}
+
 func TestStoreFailureAnswers503AndReloads(t *testing.T) {
-	store := NewMemStore()
+	store := &failingStore{MemStore: NewMemStore()}
 	ts := newTestServer(t, store, nil)
 	w := ts.hello("m1")
-	store.mu.Lock()
-	store.FailApply = errors.New("disk full")
-	store.mu.Unlock()
+	store.failWith(errors.New("disk full"))
 	var acc operator.ExecAccepted
 	if st := ts.admin("POST", idPath(operator.PathExec, w), operator.ExecRequest{Command: "lost"}, &acc); st != 503 {
 		t.Fatalf("exec with a failing store: %d, want 503", st)
 	}
-	store.mu.Lock()
-	store.FailApply = nil
-	store.mu.Unlock()
+	store.failWith(nil)
 	// The plane was rebuilt from the store: the failed exec is not queued.
 	if resp := ts.poll(w, 0); len(resp.Commands) != 0 {
 		t.Errorf("poll after a failed enqueue got %d commands", len(resp.Commands))

@@ -32,11 +32,18 @@ import (
 // returns up to max bytes of an exec's log starting at byte offset (chunks
 // are contiguous: chunk k+1 starts at chunk k's Offset+len(Data)); a range
 // past the stored end returns what there is, possibly nothing. offset may
-// fall inside a chunk.
+// fall inside a chunk. A batch holding a chunk that does not start where
+// its exec's log ends (counting the batch's own chunks before it) is
+// refused whole. A chunk's Data is the caller's again once Apply returns,
+// and the bytes ReadChunks returns are the caller's.
 //
 // The server calls Apply, Load and ReadChunks from more than one goroutine
 // (Apply only from its loop, ReadChunks from request handlers), so a Store
-// must be safe for concurrent use. Close releases it; no call follows.
+// must be safe for concurrent use, and a Load beside an Apply sees the
+// batch whole or not at all. Close releases it; no call follows.
+//
+// hostio/planeserver/storetest holds a Store to all of this; every Store
+// runs it.
 type Store interface {
 	Apply(ctx context.Context, b plane.Batch) error
 	Load(ctx context.Context) (plane.Snapshot, error)

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/nymphd/nymph/hostio/planeserver/storetest"
 	"github.com/nymphd/nymph/wirecore/plane"
 )
 
@@ -51,7 +52,7 @@ func TestEveryFileIsPrivateFromTheFirstWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Apply(ctx, sampleBatch()); err != nil {
+	if err := s.Apply(ctx, storetest.SampleBatch()); err != nil {
 		t.Fatal(err)
 	}
 	// The records are in the WAL now (no checkpoint yet): the file a second
@@ -68,7 +69,7 @@ func TestEveryFileIsPrivateFromTheFirstWrite(t *testing.T) {
 	// SQLite removes -wal and -shm at close and makes them again on the next
 	// open: still the owner's only.
 	s = open(t, dir)
-	if err := s.Apply(ctx, plane.Batch{Workers: sampleBatch().Workers}); err != nil {
+	if err := s.Apply(ctx, plane.Batch{Workers: storetest.SampleBatch().Workers}); err != nil {
 		t.Fatal(err)
 	}
 	checkModes(t, dir, FileName, FileName+"-wal", FileName+"-shm")
@@ -96,7 +97,7 @@ func TestFilesAnOlderVersionLeftOpenAreNarrowed(t *testing.T) {
 	}
 	defer s.Close()
 	checkModes(t, dir, FileName, FileName+"-wal", FileName+"-shm")
-	if err := s.Apply(ctx, sampleBatch()); err != nil {
+	if err := s.Apply(ctx, storetest.SampleBatch()); err != nil {
 		t.Fatal(err)
 	}
 	if snap, err := s.Load(ctx); err != nil || len(snap.Workers) != 1 {

@@ -9,17 +9,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/nymphd/nymph/hostio/planeserver"
+	"github.com/nymphd/nymph/hostio/planeserver/storetest"
 	"github.com/nymphd/nymph/wirecore/plane"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
-
-var t0 = time.Date(2026, 1, 2, 3, 4, 5, 600_000_000, time.UTC)
 
 func open(t *testing.T, dir string) *Store {
 	t.Helper()
@@ -31,168 +28,34 @@ func open(t *testing.T, dir string) *Store {
 	return s
 }
 
-func str(s string) *string { return &s }
-
-func sampleBatch() plane.Batch {
-	res := &wire.ExecResult{ExitCode: 3, Stdout: "out", Stderr: "err", DurationMS: 12, Error: str("stdout truncated")}
-	return plane.Batch{
-		Workers: []plane.WorkerRecord{{
-			ID: "w1", MachineID: "m1", Label: "laptop", Tags: []string{"host=local"},
-			Queues:       []string{"gpu*"},
-			Capabilities: wire.Capabilities{Runners: []string{"process"}, MaxInvocations: 4, Workdir: "/tmp/w"},
-			Versions:     wire.Versions{Daemon: str("0.1.0"), Protocol: str("1")},
-			State:        plane.WorkerSettingUp, CreatedAt: t0, LastSeen: t0.Add(time.Second),
-			SetupsInFlight: []plane.SetupInFlight{{CommandID: "c0", Refresh: true}},
-		}},
-		Commands: []plane.CommandRecord{
-			{ID: "c2", WorkerID: "w1", Seq: 2, Kind: "exec", Body: []byte{0x80}, CreatedAt: t0, ExecID: "e1"},
-			{ID: "c1", WorkerID: "w1", Seq: 1, Kind: "setup", Body: []byte{0x81, 0xa1, 'a', 1}, CreatedAt: t0, Refresh: true},
-		},
-		Invocations: []plane.InvocationRecord{{
-			ID: "i1", Seq: 3, Queue: "default", Function: wire.Function{Module: "m", Qualname: "f"},
-			RunConfig: wire.RunConfig{Runner: "process"}, ArgsBlob: []byte{1, 2, 3},
-			State: plane.InvocationFailed, WorkerID: "w1",
-			Error:     &wire.ErrorInfo{TypeName: "WorkerLost", Message: "gone"},
-			CreatedAt: t0, StartedAt: t0.Add(time.Second), FinishedAt: t0.Add(2 * time.Second),
-		}},
-		Execs: []plane.ExecRecord{{
-			ExecID: "e1", CommandID: "c2", WorkerID: "w1", State: plane.ExecFinished, Stream: true,
-			Result: res, LogSize: 11, CreatedAt: t0, DeliveredAt: t0, FinishedAt: t0.Add(time.Second),
-		}},
-		Chunks: []plane.ChunkRecord{
-			{ExecID: "e1", Offset: 0, Data: []byte("hello "), At: t0},
-			{ExecID: "e1", Offset: 6, Data: []byte("world"), At: t0},
-		},
-	}
+// TestStore holds the store to what every planeserver.Store must do.
+func TestStore(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) planeserver.Store { return open(t, t.TempDir()) })
 }
 
-// snapOpts compares times by instant and ignores raw msgpack fields that
-// JSON does not carry (they are always null on the exec path).
-var snapOpts = []cmp.Option{
-	cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) }),
-	cmp.FilterPath(func(p cmp.Path) bool {
-		s := p.String()
-		return s == "Execs.Result.ResultInline" || s == "Execs.Result.ResultRef"
-	}, cmp.Ignore()),
-}
-
-func TestApplyLoadRoundTrip(t *testing.T) {
+// Load hands commands and invocations back oldest first, whatever order
+// their batch had.
+func TestLoadIsOldestFirst(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	s := open(t, dir)
-	b := sampleBatch()
+	s := open(t, t.TempDir())
+	b := storetest.SampleBatch() // c2 (seq 2) before c1 (seq 1)
+	b.Invocations = append([]plane.InvocationRecord{{ID: "i0", Seq: 9, State: plane.InvocationQueued}}, b.Invocations...)
 	if err := s.Apply(ctx, b); err != nil {
 		t.Fatal(err)
-	}
-	got, err := s.Load(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := plane.Snapshot{
-		Workers:     b.Workers,
-		Commands:    []plane.CommandRecord{b.Commands[1], b.Commands[0]}, // oldest first
-		Invocations: b.Invocations,
-		Execs:       b.Execs,
-	}
-	if d := cmp.Diff(want, got, snapOpts...); d != "" {
-		t.Fatalf("snapshot (-want +got):\n%s", d)
-	}
-
-	// Updates replace, deletions apply after upserts of the same batch.
-	w := b.Workers[0]
-	w.State = plane.WorkerActive
-	c3 := plane.CommandRecord{ID: "c3", WorkerID: "w1", Seq: 4, Kind: "reset_backoff", CreatedAt: t0}
-	if err := s.Apply(ctx, plane.Batch{
-		Workers:        []plane.WorkerRecord{w},
-		Commands:       []plane.CommandRecord{c3},
-		DeleteCommands: []string{"c1", "c3"},
-	}); err != nil {
-		t.Fatal(err)
-	}
-	got, err = s.Load(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Workers[0].State != plane.WorkerActive {
-		t.Errorf("worker state = %q, want active", got.Workers[0].State)
-	}
-	if len(got.Commands) != 1 || got.Commands[0].ID != "c2" {
-		t.Errorf("commands after delete = %+v, want only c2", got.Commands)
-	}
-}
-
-func TestEmptyStoreLoads(t *testing.T) {
-	s := open(t, t.TempDir())
-	got, err := s.Load(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got.Workers)+len(got.Commands)+len(got.Invocations)+len(got.Execs) != 0 {
-		t.Fatalf("fresh store not empty: %+v", got)
-	}
-	if err := s.Apply(context.Background(), plane.Batch{}); err != nil {
-		t.Fatalf("empty batch: %v", err)
-	}
-}
-
-func TestReadLogs(t *testing.T) {
-	ctx := context.Background()
-	s := open(t, t.TempDir())
-	if err := s.Apply(ctx, sampleBatch()); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		from int64
-		max  int
-		want string
-	}{
-		{0, 11, "hello world"},
-		{0, 100, "hello world"},
-		{3, 5, "lo wo"},
-		{6, 5, "world"},
-		{5, 1, " "},
-		{11, 9, ""},
-		{5, 0, ""},
-		{-1, 4, ""},
-	} {
-		got, err := s.ReadChunks(ctx, "e1", tc.from, tc.max)
-		if err != nil {
-			t.Fatalf("ReadChunks(%d,%d): %v", tc.from, tc.max, err)
-		}
-		if string(got) != tc.want {
-			t.Errorf("ReadChunks(%d,%d) = %q, want %q", tc.from, tc.max, got, tc.want)
-		}
-	}
-	if got, _ := s.ReadChunks(ctx, "nope", 0, 10); len(got) != 0 {
-		t.Errorf("unknown exec logs = %q", got)
-	}
-}
-
-func TestChunkGapOrOverlapRejectsWholeBatch(t *testing.T) {
-	ctx := context.Background()
-	s := open(t, t.TempDir())
-	if err := s.Apply(ctx, sampleBatch()); err != nil {
-		t.Fatal(err)
-	}
-	err := s.Apply(ctx, plane.Batch{
-		Workers: []plane.WorkerRecord{{ID: "w2", State: plane.WorkerActive}},
-		Chunks:  []plane.ChunkRecord{{ExecID: "e1", Offset: 6, Data: []byte("again")}},
-	})
-	if err == nil {
-		t.Fatal("overlapping chunk accepted")
-	}
-	if err := s.Apply(ctx, plane.Batch{Chunks: []plane.ChunkRecord{{ExecID: "e1", Offset: 12, Data: []byte("x")}}}); err == nil {
-		t.Fatal("chunk after a gap accepted")
-	}
-	if err := s.Apply(ctx, plane.Batch{Chunks: []plane.ChunkRecord{{ExecID: "new", Offset: 1, Data: []byte("x")}}}); err == nil {
-		t.Fatal("first chunk not at offset 0 accepted")
 	}
 	snap, err := s.Load(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(snap.Workers) != 1 {
-		t.Fatalf("a failed batch left %d workers, want 1 (atomic apply)", len(snap.Workers))
+	var got []string
+	for _, c := range snap.Commands {
+		got = append(got, c.ID)
+	}
+	for _, inv := range snap.Invocations {
+		got = append(got, inv.ID)
+	}
+	if fmt.Sprint(got) != "[c1 c2 i1 i0]" {
+		t.Fatalf("loaded %v, want [c1 c2 i1 i0]: commands, then invocations, each by seq", got)
 	}
 }
 
@@ -225,7 +88,7 @@ func TestReopenKeepsSchemaAndData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Apply(ctx, sampleBatch()); err != nil {
+	if err := s.Apply(ctx, storetest.SampleBatch()); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
@@ -317,74 +180,6 @@ func crashChild() {
 	}
 }
 
-func TestConcurrentReadersWithWriter(t *testing.T) {
-	ctx := context.Background()
-	s := open(t, t.TempDir())
-	const n = 30
-	var wg sync.WaitGroup
-	errs := make(chan error, 16)
-	written := make(chan struct{})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer close(written)
-		for i := range n {
-			err := s.Apply(ctx, plane.Batch{
-				Invocations: []plane.InvocationRecord{{ID: fmt.Sprintf("i%04d", i), Seq: uint64(i), State: plane.InvocationQueued, CreatedAt: t0}},
-				Chunks:      []plane.ChunkRecord{{ExecID: "e", Offset: int64(i), Data: []byte{'a' + byte(i%26)}}},
-			})
-			if err != nil {
-				errs <- err
-				return
-			}
-		}
-	}()
-	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			last := 0
-			for {
-				select {
-				case <-written:
-					return
-				default:
-				}
-				snap, err := s.Load(ctx)
-				if err != nil {
-					errs <- err
-					return
-				}
-				// A reader sees a prefix: never fewer than before, never a gap.
-				if len(snap.Invocations) < last {
-					errs <- fmt.Errorf("reader went back from %d to %d", last, len(snap.Invocations))
-					return
-				}
-				for i, inv := range snap.Invocations {
-					if inv.ID != fmt.Sprintf("i%04d", i) {
-						errs <- fmt.Errorf("reader saw %s at %d", inv.ID, i)
-						return
-					}
-				}
-				if _, err := s.ReadChunks(ctx, "e", 0, len(snap.Invocations)); err != nil {
-					errs <- err
-					return
-				}
-				last = len(snap.Invocations)
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
-	snap, err := s.Load(ctx)
-	if err != nil || len(snap.Invocations) != n {
-		t.Fatalf("after the writer: %d invocations, %v; want %d", len(snap.Invocations), err, n)
-	}
-}
-
 func TestNewerSchemaRefused(t *testing.T) {
 	dir := t.TempDir()
 	s := open(t, dir)
@@ -396,9 +191,6 @@ func TestNewerSchemaRefused(t *testing.T) {
 		t.Fatal("opened a database with a newer schema")
 	}
 }
-
-// The store is what planeserver needs.
-var _ planeserver.Store = (*Store)(nil)
 
 // BenchmarkApply measures one durable batch the size of a busy poll step:
 // a worker touch, a command queued, an exec record and a log chunk. Each
@@ -420,7 +212,7 @@ func BenchmarkApplyMemStore(b *testing.B) {
 
 func benchApply(b *testing.B, s planeserver.Store) {
 	ctx := context.Background()
-	w := sampleBatch().Workers[0]
+	w := storetest.SampleBatch().Workers[0]
 	chunk := bytes.Repeat([]byte("x"), 512)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -428,43 +220,13 @@ func benchApply(b *testing.B, s planeserver.Store) {
 		id := fmt.Sprintf("c%09d", i)
 		err := s.Apply(ctx, plane.Batch{
 			Workers:  []plane.WorkerRecord{w},
-			Commands: []plane.CommandRecord{{ID: id, WorkerID: w.ID, Seq: uint64(i), Kind: "exec", Body: chunk[:64], CreatedAt: t0, ExecID: id}},
-			Execs:    []plane.ExecRecord{{ExecID: id, CommandID: id, WorkerID: w.ID, State: plane.ExecQueued, CreatedAt: t0}},
-			Chunks:   []plane.ChunkRecord{{ExecID: "bench", Offset: int64(i * len(chunk)), Data: chunk, At: t0}},
+			Commands: []plane.CommandRecord{{ID: id, WorkerID: w.ID, Seq: uint64(i), Kind: "exec", Body: chunk[:64], CreatedAt: storetest.T0, ExecID: id}},
+			Execs:    []plane.ExecRecord{{ExecID: id, CommandID: id, WorkerID: w.ID, State: plane.ExecQueued, CreatedAt: storetest.T0}},
+			Chunks:   []plane.ChunkRecord{{ExecID: "bench", Offset: int64(i * len(chunk)), Data: chunk, At: storetest.T0}},
 		})
 		if err != nil {
 			b.Fatal(err)
 		}
-	}
-}
-
-// Forgotten invocations and execs leave the store, an exec's log with it.
-func TestDeleteForgottenRecords(t *testing.T) {
-	ctx := context.Background()
-	s := open(t, t.TempDir())
-	b := sampleBatch()
-	if err := s.Apply(ctx, b); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Apply(ctx, plane.Batch{DeleteInvocations: []string{b.Invocations[0].ID}, DeleteExecs: []string{"e1"}}); err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.Load(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, inv := range got.Invocations {
-		if inv.ID == b.Invocations[0].ID {
-			t.Errorf("invocation %s still stored", inv.ID)
-		}
-	}
-	for _, e := range got.Execs {
-		if e.ExecID == "e1" {
-			t.Error("exec e1 still stored")
-		}
-	}
-	if data, err := s.ReadChunks(ctx, "e1", 0, 1<<20); err != nil || len(data) != 0 {
-		t.Errorf("log of e1 after delete = %q, %v; want nothing", data, err)
 	}
 }
 
@@ -488,7 +250,7 @@ func TestVersion1RunConfigKeysSurvive(t *testing.T) {
 		"state":"queued","created_at":"2026-01-02T03:04:05Z"}`
 	current := plane.InvocationRecord{ID: "i-new", Seq: 2, Queue: "default", Function: wire.Function{Module: "m", Qualname: "g"},
 		RunConfig: wire.RunConfig{Runner: "slurm", Slurm: &wire.SlurmConfig{NtasksPerNode: "2"}},
-		State:     plane.InvocationQueued, CreatedAt: t0}
+		State:     plane.InvocationQueued, CreatedAt: storetest.T0}
 	currentDoc, err := json.Marshal(current)
 	if err != nil {
 		t.Fatal(err)
