@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nymphd/nymph/internal/testkit"
 	"github.com/nymphd/nymph/relay/internal/inlinehttp"
 	"github.com/nymphd/nymph/relay/policy"
 	"github.com/nymphd/nymph/wirecore/frame"
@@ -99,7 +100,7 @@ func TestLanesPumpIndependently(t *testing.T) {
 	go func() {
 		pollDone <- daemonSide{dir: dir}.roundTrip(t, envelope(t, "/v1/daemon/poll", "p1", nil))
 	}()
-	waitFor(t, "the poll upstream", func() bool { return len(fp.requests()) == 1 })
+	testkit.WaitUntil(t, deadline, "the poll upstream", func() bool { return len(fp.requests()) == 1 })
 	// ...while an ack on the ctl lane goes through.
 	rep := decodeReply(t, daemonSide{dir: dir, lane: "ctl"}.roundTrip(t, envelope(t, "/v1/daemon/ack", "a1", []byte("x"))))
 	if rep.ID != "a1" || rep.Status != 200 {
@@ -189,7 +190,7 @@ func TestStalledFrameDropped(t *testing.T) {
 
 	full := frame.Append(nil, envelope(t, "/v1/daemon/poll", "lost", []byte("abc")))
 	writeAll(t, req, full[:len(full)-2]) // the writer "dies" two bytes short
-	waitFor(t, "the stall to be counted", func() bool { return rl.metrics.errs[errStall].Load() == 1 })
+	testkit.WaitUntil(t, deadline, "the stall to be counted", func() bool { return rl.metrics.errs[errStall].Load() == 1 })
 	writeAll(t, req, frame.Append(nil, envelope(t, "/v1/daemon/poll", "after", nil)))
 	if rep := decodeReply(t, readFrame(t, resp)); rep.ID != "after" {
 		t.Fatalf("reply after a stall = %+v", rep)
@@ -243,7 +244,7 @@ func TestSymlinkEscapeRefused(t *testing.T) {
 	other := filepath.Join(t.TempDir(), "later")
 	makePair(t, other, "")
 	os.Symlink(other, filepath.Join(prefix, "later"))
-	waitFor(t, "the later escape refused", func() bool { return rl.metrics.errs[errPipeRefused].Load() == 3 })
+	testkit.WaitUntil(t, deadline, "the later escape refused", func() bool { return rl.metrics.errs[errPipeRefused].Load() == 3 })
 	if got := rl.metrics.pumps.Load(); got != 1 {
 		t.Fatalf("pumps = %d after a later escape", got)
 	}
@@ -282,27 +283,27 @@ func TestDiscoveryAndRemoval(t *testing.T) {
 	// waiting pair's events were handled too.
 	unix.Mkfifo(filepath.Join(dir, "req.fifo"), 0o600)
 	makePair(t, filepath.Join(prefix, "sentinel"), "")
-	waitFor(t, "the sentinel pump", func() bool { return rl.metrics.pumps.Load() == 1 })
+	testkit.WaitUntil(t, deadline, "the sentinel pump", func() bool { return rl.metrics.pumps.Load() == 1 })
 	os.RemoveAll(filepath.Join(prefix, "sentinel"))
-	waitFor(t, "the sentinel gone", func() bool { return rl.metrics.pumps.Load() == 0 })
+	testkit.WaitUntil(t, deadline, "the sentinel gone", func() bool { return rl.metrics.pumps.Load() == 0 })
 	unix.Mkfifo(filepath.Join(dir, "resp.fifo"), 0o600)
-	waitFor(t, "the pump", func() bool { return rl.metrics.pumps.Load() == 1 })
+	testkit.WaitUntil(t, deadline, "the pump", func() bool { return rl.metrics.pumps.Load() == 1 })
 	d := daemonSide{dir: dir}
 	if rep := decodeReply(t, d.roundTrip(t, envelope(t, "/v1/daemon/poll", "p", nil))); rep.Status != 200 {
 		t.Fatalf("reply = %+v", rep)
 	}
 	// Removing req stops the pump: nobody holds the pipe open any more.
 	os.Remove(filepath.Join(dir, "req.fifo"))
-	waitFor(t, "the pump to stop", func() bool { return rl.metrics.pumps.Load() == 0 })
+	testkit.WaitUntil(t, deadline, "the pump to stop", func() bool { return rl.metrics.pumps.Load() == 0 })
 	// A machine directory renamed into the prefix counts as appearing.
 	staged := filepath.Join(t.TempDir(), "staged")
 	makePair(t, staged, "")
 	if err := os.Rename(staged, filepath.Join(prefix, "moved")); err != nil {
 		t.Skip("rename across temp dirs:", err)
 	}
-	waitFor(t, "the moved pair", func() bool { return rl.metrics.pumps.Load() == 1 })
+	testkit.WaitUntil(t, deadline, "the moved pair", func() bool { return rl.metrics.pumps.Load() == 1 })
 	os.RemoveAll(filepath.Join(prefix, "moved"))
-	waitFor(t, "the removed machine", func() bool { return rl.metrics.pumps.Load() == 0 && rl.metrics.machines.Load() == 1 })
+	testkit.WaitUntil(t, deadline, "the removed machine", func() bool { return rl.metrics.pumps.Load() == 0 && rl.metrics.machines.Load() == 1 })
 }
 
 func TestRelayStartedAfterPipes(t *testing.T) {
@@ -353,7 +354,7 @@ func TestShutdownAnswers503(t *testing.T) {
 	defer resp.Close()
 	defer req.Close()
 	writeAll(t, req, frame.Append(nil, envelope(t, "/v1/daemon/poll", "parked", nil)))
-	waitFor(t, "the poll upstream", func() bool { return len(fp.requests()) == 1 })
+	testkit.WaitUntil(t, deadline, "the poll upstream", func() bool { return len(fp.requests()) == 1 })
 	cancel()
 	rep := decodeReply(t, readFrame(t, resp))
 	if rep.ID != "parked" || rep.Status != 503 || rep.RelayError == nil {
@@ -400,12 +401,12 @@ func TestNewFrameAbandonsRequestInFlight(t *testing.T) {
 	defer resp.Close()
 	defer req.Close()
 	writeAll(t, req, frame.Append(nil, envelope(t, "/v1/daemon/poll", "p1", nil)))
-	waitFor(t, "the poll upstream", func() bool { return len(fp.requests()) == 1 })
+	testkit.WaitUntil(t, deadline, "the poll upstream", func() bool { return len(fp.requests()) == 1 })
 	writeAll(t, req, frame.Append(nil, envelope(t, "/v1/daemon/ack", "a2", []byte("x"))))
 	if rep := decodeReply(t, readFrame(t, resp)); rep.ID != "a2" || rep.Status != 200 {
 		t.Fatalf("reply = %+v, want a2's", rep)
 	}
-	waitFor(t, "the poll cancelled upstream", func() bool {
+	testkit.WaitUntil(t, deadline, "the poll cancelled upstream", func() bool {
 		fp.mu.Lock()
 		defer fp.mu.Unlock()
 		return fp.cancelled == 1
@@ -438,11 +439,11 @@ func TestNothingIsWrittenAtPumpStart(t *testing.T) {
 			if err := os.Rename(dir, away); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "the pump gone", func() bool { return rl.metrics.pumps.Load() == 0 })
+			testkit.WaitUntil(t, deadline, "the pump gone", func() bool { return rl.metrics.pumps.Load() == 0 })
 			if err := os.Rename(away, dir); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "the pump back", func() bool { return rl.metrics.pumps.Load() == 1 })
+			testkit.WaitUntil(t, deadline, "the pump back", func() bool { return rl.metrics.pumps.Load() == 1 })
 		}
 		resp.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
 		var b [1]byte
@@ -494,7 +495,7 @@ func TestPipelinedRawFramesAnsweredInOrder(t *testing.T) {
 		frames = frame.Append(frames, envelope(t, "/v1/daemon/ack", "", []byte(b)))
 	}
 	writeAll(t, req, frames) // four frames back to back, in one write
-	waitFor(t, "the poll upstream", func() bool { return len(fp.requests()) == 1 })
+	testkit.WaitUntil(t, deadline, "the poll upstream", func() bool { return len(fp.requests()) == 1 })
 	time.Sleep(3 * watchAfter) // long enough for a watcher to have judged
 	close(fp.block)
 	for _, want := range []string{"echo:p", "echo:a1", "echo:a2", "echo:a3"} {
@@ -540,7 +541,7 @@ func TestReplyFollowsAReplacedRespPipe(t *testing.T) {
 	}
 	writeAll(t, req, frame.Append(nil, envelope(t, "/v1/daemon/ack", "a3", []byte("x"))))
 	req.Close()
-	waitFor(t, "the unread reply written", func() bool { return rl.metrics.replies.Load() == 3 })
+	testkit.WaitUntil(t, deadline, "the unread reply written", func() bool { return rl.metrics.replies.Load() == 3 })
 	resp, req := d.open(t)
 	defer resp.Close()
 	defer req.Close()
@@ -572,7 +573,7 @@ func TestUnheldReplyPipeDropsAnUnreadReply(t *testing.T) {
 	req := openReq(t, dir, "")
 	writeAll(t, req, frame.Append(nil, envelope(t, "/v1/daemon/ack", "a1", []byte("x"))))
 	req.Close()
-	waitFor(t, "the unread reply dropped", func() bool { return rl.metrics.errs[errReplyDropped].Load() == 1 })
+	testkit.WaitUntil(t, deadline, "the unread reply dropped", func() bool { return rl.metrics.errs[errReplyDropped].Load() == 1 })
 	d := daemonSide{dir: dir}
 	if rep := decodeReply(t, d.roundTrip(t, envelope(t, "/v1/daemon/ack", "a2", []byte("x")))); rep.ID != "a2" {
 		t.Fatalf("reply after a dropped one = %+v", rep)
@@ -597,7 +598,7 @@ func TestUpstreamTimeoutAnswersRelayError(t *testing.T) {
 	if el := time.Since(start); el < 300*time.Millisecond || el > 10*time.Second {
 		t.Fatalf("answered after %v, want about the 300ms timeout", el)
 	}
-	waitFor(t, "the poll cancelled upstream", func() bool {
+	testkit.WaitUntil(t, deadline, "the poll cancelled upstream", func() bool {
 		fp.mu.Lock()
 		defer fp.mu.Unlock()
 		return fp.cancelled == 1
@@ -627,7 +628,7 @@ func TestQuickReplyToAnAbandonedRequest(t *testing.T) {
 			defer resp.Close()
 			defer req.Close()
 			writeAll(t, req, frame.Append(nil, envelope(t, "/v1/daemon/poll", tc.oldID, nil)))
-			waitFor(t, "the poll upstream", func() bool { return len(fp.requests()) == 1 })
+			testkit.WaitUntil(t, deadline, "the poll upstream", func() bool { return len(fp.requests()) == 1 })
 			writeAll(t, req, frame.Append(nil, envelope(t, "/v1/daemon/ack", tc.newID, []byte("x"))))
 			close(fp.block) // the poll is answered at once
 			if tc.stale && tc.oldID == "" {
@@ -670,7 +671,7 @@ func TestStalledHeaderDropped(t *testing.T) {
 	defer resp.Close()
 	defer req.Close()
 	writeAll(t, req, []byte{0, 0}) // two of the four length bytes
-	waitFor(t, "the stall to be counted", func() bool { return rl.metrics.errs[errStall].Load() == 1 })
+	testkit.WaitUntil(t, deadline, "the stall to be counted", func() bool { return rl.metrics.errs[errStall].Load() == 1 })
 	writeAll(t, req, frame.Append(nil, envelope(t, "/v1/daemon/poll", "after", nil)))
 	if rep := decodeReply(t, readFrame(t, resp)); rep.ID != "after" {
 		t.Fatalf("reply after a stalled header = %+v", rep)

@@ -2,7 +2,6 @@ package relay
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -14,11 +13,11 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nymphd/nymph/internal/testkit"
 	"github.com/nymphd/nymph/wirecore/frame"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
@@ -379,7 +378,7 @@ func TestSeedDaemonAcrossRelayKills(t *testing.T) {
 		fp.mu.Unlock()
 		answered := make(chan string, 1)
 		go func() { answered <- d.do(fmt.Sprintf("send wait%d", round)) }()
-		waitFor(t, "the request upstream", func() bool {
+		testkit.WaitUntil(t, deadline, "the request upstream", func() bool {
 			rs := fp.requests()
 			return len(rs) > 0 && rs[len(rs)-1].BodyLen == len(fmt.Sprintf("wait%d", round))
 		})
@@ -409,7 +408,7 @@ func TestSeedDaemonDirectoryRenamedInAndRecreated(t *testing.T) {
 	if err := os.Rename(outside, dir); err != nil {
 		t.Skip("rename across temp dirs:", err)
 	}
-	waitFor(t, "the renamed pair", func() bool { return rl.metrics.pumps.Load() == 1 })
+	testkit.WaitUntil(t, deadline, "the renamed pair", func() bool { return rl.metrics.pumps.Load() == 1 })
 	d := startSeedDaemon(t, dir)
 	if got := d.do("open req-first"); got != "opened" {
 		t.Fatalf("open: %q", got)
@@ -420,9 +419,9 @@ func TestSeedDaemonDirectoryRenamedInAndRecreated(t *testing.T) {
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the removed pair", func() bool { return rl.metrics.pumps.Load() == 0 })
+	testkit.WaitUntil(t, deadline, "the removed pair", func() bool { return rl.metrics.pumps.Load() == 0 })
 	makePair(t, dir, "")
-	waitFor(t, "the re-created pair", func() bool { return rl.metrics.pumps.Load() == 1 })
+	testkit.WaitUntil(t, deadline, "the re-created pair", func() bool { return rl.metrics.pumps.Load() == 1 })
 	d2 := startSeedDaemon(t, dir)
 	if got := d2.do("open resp-first"); got != "opened" {
 		t.Fatalf("open: %q", got)
@@ -449,7 +448,7 @@ func TestFileLimitBudget(t *testing.T) {
 	for i := range pairs {
 		makePair(t, filepath.Join(prefix, fmt.Sprintf("m%02d", i)), "")
 	}
-	var log syncBuffer
+	var log testkit.SyncBuffer
 	startRelayProcessWith(t, prefix, fp.URL, nofile, &log)
 
 	held := 0
@@ -493,23 +492,4 @@ func TestFileLimitBudget(t *testing.T) {
 	if !strings.Contains(log.String(), "LimitNOFILE") {
 		t.Fatalf("the warning does not say how to raise the limit:\n%s", log.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a process's stderr copier and the
-// test reading it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

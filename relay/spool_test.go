@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/nymphd/nymph/internal/testkit"
 	"github.com/nymphd/nymph/wirecore/frame"
 )
 
@@ -37,7 +38,7 @@ func (s spoolDaemon) put(t testing.TB, id string, payload []byte) {
 func (s spoolDaemon) take(t testing.TB, id string) []byte {
 	path := filepath.Join(s.dir, "resp", id+".frame")
 	var data []byte
-	waitFor(t, "spool reply "+id, func() bool {
+	testkit.WaitUntil(t, deadline, "spool reply "+id, func() bool {
 		var err error
 		data, err = os.ReadFile(path)
 		return err == nil
@@ -69,7 +70,7 @@ func TestSpoolRoundTrip(t *testing.T) {
 			t.Fatalf("reply %s = %+v", id, rep)
 		}
 	}
-	waitFor(t, "requests removed", func() bool {
+	testkit.WaitUntil(t, deadline, "requests removed", func() bool {
 		return !exists(filepath.Join(sd.dir, "req", "b1-1.frame")) && !exists(filepath.Join(sd.dir, "req", "b1-2.frame"))
 	})
 	// A mismatched id is refused under the file's name.
@@ -97,7 +98,7 @@ func TestSpoolRestartReserves(t *testing.T) {
 	if rep := decodeReply(t, sd.take(t, "old-1")); rep.ID != "old-1" || string(rep.Body) != "echo:1" {
 		t.Fatalf("re-served reply = %+v", rep)
 	}
-	waitFor(t, "the answered request removed", func() bool { return !exists(filepath.Join(sd.dir, "req", "old-2.frame")) })
+	testkit.WaitUntil(t, deadline, "the answered request removed", func() bool { return !exists(filepath.Join(sd.dir, "req", "old-2.frame")) })
 	if p := sd.take(t, "old-2"); string(p) != "kept" {
 		t.Fatalf("an existing reply was replaced: %q", p)
 	}
@@ -111,7 +112,7 @@ func TestSpoolDirCreatedLater(t *testing.T) {
 	prefix := t.TempDir()
 	rl, _, _ := startRelay(t, prefix, fp.URL, nil)
 	sd := newSpoolDaemon(t, filepath.Join(prefix, "late"))
-	waitFor(t, "the spool dir", func() bool { return rl.metrics.spoolDirs.Load() == 1 })
+	testkit.WaitUntil(t, deadline, "the spool dir", func() bool { return rl.metrics.spoolDirs.Load() == 1 })
 	sd.put(t, "x1", envelope(t, "/v1/daemon/poll", "x1", nil))
 	if rep := decodeReply(t, sd.take(t, "x1")); rep.Status != 200 {
 		t.Fatalf("reply = %+v", rep)

@@ -1,7 +1,6 @@
 package daemonloop
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -18,6 +17,7 @@ import (
 	"github.com/nymphd/nymph/hostio/introspect"
 	"github.com/nymphd/nymph/hostio/shellexec"
 	"github.com/nymphd/nymph/hostio/transport"
+	"github.com/nymphd/nymph/internal/testkit"
 	"github.com/nymphd/nymph/runners"
 	"github.com/nymphd/nymph/runners/process"
 	"github.com/nymphd/nymph/wirecore/daemon"
@@ -35,7 +35,7 @@ type harness struct {
 	res     Result
 	board   *introspect.Board
 	workdir string
-	logs    *syncBuffer
+	logs    *testkit.SyncBuffer
 }
 
 func startDaemon(t *testing.T, tweak func(*daemon.Config, *Options, *plane)) *harness {
@@ -44,7 +44,7 @@ func startDaemon(t *testing.T, tweak func(*daemon.Config, *Options, *plane)) *ha
 		t.Skip("bash is needed to run execs")
 	}
 	h := &harness{t: t, plane: newPlane(), sigs: make(chan daemon.SignalKind, 4), done: make(chan struct{}),
-		board: &introspect.Board{}, workdir: t.TempDir(), logs: &syncBuffer{}}
+		board: &introspect.Board{}, workdir: t.TempDir(), logs: &testkit.SyncBuffer{}}
 	h.srv = httptest.NewServer(h.plane)
 	t.Cleanup(h.srv.Close)
 	log := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -298,7 +298,7 @@ func TestDrainWaitsForExec(t *testing.T) {
 	h.parked()
 	marker := h.workdir + "/started"
 	h.plane.push(execCmd("d1", "touch "+marker+"; sleep 0.3; echo finished", nil))
-	waitFile(t, marker)
+	testkit.WaitFile(t, 30*time.Second, marker)
 	h.sigs <- daemon.SignalTerm
 	r := h.exit()
 	if r.Code != 0 {
@@ -317,7 +317,7 @@ func TestDrainGraceKills(t *testing.T) {
 	h.parked()
 	marker := h.workdir + "/started"
 	h.plane.push(execCmd("k1", "touch "+marker+"; sleep 30", nil))
-	waitFile(t, marker)
+	testkit.WaitFile(t, 30*time.Second, marker)
 	h.sigs <- daemon.SignalTerm
 	if r := h.exit(); r.Code != 0 {
 		t.Fatalf("drain exit %+v", r)
@@ -372,38 +372,6 @@ func TestRunThroughRunner(t *testing.T) {
 	h.waitFor("run outcome counted", func(*plane) bool {
 		return h.board.Snapshot().RunOutcomes[wire.StateSucceeded] == 1
 	})
-}
-
-func waitFile(t *testing.T, path string) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Stat(path); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never appeared", path)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the logger's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestKeepAliveZeroExitsWhenIdle(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nymphd/nymph/hostio/transport"
+	"github.com/nymphd/nymph/internal/testkit"
 	"github.com/nymphd/nymph/wirecore/frame"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
@@ -60,7 +61,7 @@ func TestLargeBodiesBothWays(t *testing.T) {
 	dir := pipeDir(t)
 	mkpair(t, dir, transport.LanePoll)
 	startRelay(t, dir, transport.LanePoll, func(req wire.RelayRequest) [][]byte {
-		return [][]byte{idReply(req.ID, 200, string(bytes.ToUpper(req.Body)))}
+		return [][]byte{testkit.RelayIDReply(req.ID, 200, string(bytes.ToUpper(req.Body)))}
 	})
 	c := newClient(t, Config{Dir: dir})
 	body := bytes.Repeat([]byte("abcdefgh"), 300<<10/8) // several pipe buffers
@@ -140,9 +141,9 @@ func TestStaleReplyFromTimedOutRequestIsSkipped(t *testing.T) {
 			return nil
 		}
 		return [][]byte{
-			idReply(first, 200, "stale"),
+			testkit.RelayIDReply(first, 200, "stale"),
 			[]byte("\x81\xa2no\xa2id"), // not an id reply at all
-			idReply(req.ID, 200, "fresh"),
+			testkit.RelayIDReply(req.ID, 200, "fresh"),
 		}
 	})
 	c := newClient(t, Config{Dir: dir, Timeout: 100 * time.Millisecond})
@@ -176,7 +177,7 @@ func TestStaleBytesInPipeAreDrained(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer holder.Close()
-			stale := append(frame.Append(nil, idReply("old-1", 500, "stale")), 0, 0, 0x10) // and a fragment
+			stale := append(frame.Append(nil, testkit.RelayIDReply("old-1", 500, "stale")), 0, 0, 0x10) // and a fragment
 			if _, err := holder.Write(stale); err != nil {
 				t.Fatal(err)
 			}
@@ -184,7 +185,7 @@ func TestStaleBytesInPipeAreDrained(t *testing.T) {
 				if req.ID == "" {
 					return [][]byte{[]byte("raw fresh")}
 				}
-				return [][]byte{idReply(req.ID, 200, "fresh")}
+				return [][]byte{testkit.RelayIDReply(req.ID, 200, "fresh")}
 			})
 			c := newClient(t, Config{Dir: dir, Replies: mode})
 			resp, err := c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/v1/daemon/poll"})

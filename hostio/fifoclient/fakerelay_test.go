@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nymphd/nymph/hostio/transport"
+	"github.com/nymphd/nymph/internal/testkit"
 	"github.com/nymphd/nymph/wirecore/frame"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
@@ -121,17 +122,9 @@ func (r *fakeRelay) requests() []wire.RelayRequest {
 	return append([]wire.RelayRequest(nil), r.seen...)
 }
 
-func idReply(id string, status int, body string) []byte {
-	b, err := (&wire.RelayReply{ID: id, Status: wire.Int(status), Body: []byte(body)}).MarshalMsg(nil)
-	if err != nil {
-		panic(err)
-	}
-	return b
-}
-
 // echo answers every request with status 200 and "endpoint|body".
 func echo(req wire.RelayRequest) [][]byte {
-	return [][]byte{idReply(req.ID, 200, req.Endpoint+"|"+string(req.Body))}
+	return [][]byte{testkit.RelayIDReply(req.ID, 200, req.Endpoint+"|"+string(req.Body))}
 }
 
 func newClient(t testing.TB, cfg Config) *Client {

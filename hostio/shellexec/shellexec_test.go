@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nymphd/nymph/internal/testkit"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
 
@@ -122,30 +123,6 @@ func TestSpawnFailure(t *testing.T) {
 	}
 }
 
-// pidAlive reports whether pid exists and is not a zombie.
-func pidAlive(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
-		return false
-	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(stat, ')')
-	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
-}
-
-func waitGone(t *testing.T, pid int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for pidAlive(pid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d still alive", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func readPID(t *testing.T, path string) int {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -176,7 +153,7 @@ func TestTimeoutKillsGroupWithGrandchild(t *testing.T) {
 	if el := time.Since(start); el > 5*time.Second {
 		t.Errorf("took %v", el)
 	}
-	waitGone(t, readPID(t, pidFile))
+	testkit.WaitExited(t, 10*time.Second, readPID(t, pidFile))
 }
 
 func TestTimeoutSigkillsChildIgnoringSigterm(t *testing.T) {
@@ -195,7 +172,7 @@ func TestTimeoutSigkillsChildIgnoringSigterm(t *testing.T) {
 	if el := time.Since(start); el < time.Second+opt.KillGrace/2 {
 		t.Errorf("returned after %v: grace not honoured", el)
 	}
-	waitGone(t, readPID(t, pidFile))
+	testkit.WaitExited(t, 10*time.Second, readPID(t, pidFile))
 }
 
 // The daemon leaves KillGrace at zero, so a timed-out exec gets the
@@ -252,7 +229,7 @@ func TestContextCancelKills(t *testing.T) {
 	if res.ExitCode != wire.ExitSpawnFailed {
 		t.Fatalf("exit %d, want -1", res.ExitCode)
 	}
-	waitGone(t, pid)
+	testkit.WaitExited(t, 10*time.Second, pid)
 }
 
 // The messages are the protocol's own text (docs/protocol.md, "Exec

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nymphd/nymph/hostio/transport"
+	"github.com/nymphd/nymph/internal/testkit"
 	"github.com/nymphd/nymph/wirecore/frame"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
@@ -94,16 +95,8 @@ func (r *spoolRelay) run(t testing.TB) {
 	}
 }
 
-func idReply(id string, status int, body string) []byte {
-	b, err := (&wire.RelayReply{ID: id, Status: wire.Int(status), Body: []byte(body)}).MarshalMsg(nil)
-	if err != nil {
-		panic(err)
-	}
-	return b
-}
-
 func echo(id string, env frame.Envelope, body []byte) []byte {
-	return idReply(id, 200, env.Endpoint+"|"+string(body))
+	return testkit.RelayIDReply(id, 200, env.Endpoint+"|"+string(body))
 }
 
 func newClient(t testing.TB, cfg Config) *Client {
@@ -217,7 +210,7 @@ func TestGiveUpRemovesTheRequest(t *testing.T) {
 		_, err := c.RoundTrip(ctx, &transport.Request{Endpoint: "/v1/daemon/poll"})
 		errc <- err
 	}()
-	waitFor(t, func() bool { return len(spoolFiles(t, dir)) == 1 }) // the request is in place
+	testkit.WaitUntil(t, 10*time.Second, "the condition", func() bool { return len(spoolFiles(t, dir)) == 1 }) // the request is in place
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v, want cancellation", err)
@@ -286,17 +279,6 @@ func TestSweepRemovesOnlyOldLeftovers(t *testing.T) {
 	sort.Strings(got)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("after sweep (-want +got):\n%s", diff)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nymphd/nymph/internal/testkit"
 	"github.com/nymphd/nymph/runners"
 	"github.com/nymphd/nymph/wirecore/wire"
 	corev1 "k8s.io/api/core/v1"
@@ -190,20 +191,6 @@ esac
 	return bin, dir
 }
 
-func waitFor(t *testing.T, path string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := os.Stat(path); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never appeared", path)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestRunWithFakeKubectl(t *testing.T) {
 	bin, calls := fakeKubectl(t)
 	os.WriteFile(filepath.Join(calls, "phase"), []byte("Pending"), 0o600)
@@ -212,7 +199,7 @@ func TestRunWithFakeKubectl(t *testing.T) {
 	run := wire.Run{InvocationID: "k1", RunConfig: wire.RunConfig{Kube: &wire.KubeConfig{PollIntervalS: ptr(wire.Number(0.05))}}}
 	done := make(chan runners.Outcome, 1)
 	go func() { done <- reg.Execute(context.Background(), run) }()
-	waitFor(t, filepath.Join(calls, "applied.json"))
+	testkit.WaitFile(t, 10*time.Second, filepath.Join(calls, "applied.json"))
 	// The "Pod" writes its result, then reaches Succeeded.
 	os.WriteFile(filepath.Join(root, "k1", "result.msgpack"), []byte("pod result"), 0o600)
 	os.WriteFile(filepath.Join(calls, "phase"), []byte("Succeeded"), 0o600)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nymphd/nymph/internal/testkit"
 	"github.com/nymphd/nymph/runners"
 	"github.com/nymphd/nymph/runners/internal/testbuild"
 	"github.com/nymphd/nymph/wirecore/wire"
@@ -217,41 +218,12 @@ func TestSpawnFailure(t *testing.T) {
 	}
 }
 
-func waitFile(t *testing.T, path string) []byte {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
-			return b
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never appeared", path)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-func waitGone(t *testing.T, pid int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil || bytes.Contains(stat, []byte(") Z ")) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d still running", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func testCancel(t *testing.T, args string) {
 	f := newFixture(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan runners.Outcome, 1)
 	go func() { done <- f.run(ctx, "inv-cancel", args, nil) }()
-	pid, err := strconv.Atoi(string(waitFile(t, filepath.Join(f.root, "inv-cancel", "started"))))
+	pid, err := strconv.Atoi(string(testkit.WaitContent(t, 20*time.Second, filepath.Join(f.root, "inv-cancel", "started"))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +235,7 @@ func testCancel(t *testing.T, args string) {
 	if o.Error.TypeName != wire.ErrTypeCancelled || o.Error.Message != wire.CancelledMessage {
 		t.Fatalf("%+v", o.Error)
 	}
-	waitGone(t, pid)
+	testkit.WaitExited(t, 10*time.Second, pid)
 	if !f.exists("inv-cancel") {
 		t.Fatal("workdir of a killed run not kept")
 	}
@@ -320,7 +292,7 @@ func TestAsUser(t *testing.T) {
 	go func() {
 		done <- reg.Execute(ctx, wire.Run{InvocationID: "inv-user-cancel", ArgsBlob: []byte("sleep:60"), AsUser: ptr(name)})
 	}()
-	pid, err := strconv.Atoi(string(waitFile(t, filepath.Join(root, "inv-user-cancel", "started"))))
+	pid, err := strconv.Atoi(string(testkit.WaitContent(t, 20*time.Second, filepath.Join(root, "inv-user-cancel", "started"))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +300,7 @@ func TestAsUser(t *testing.T) {
 	if o := <-done; o.State != wire.StateKilled {
 		t.Fatalf("%+v", o)
 	}
-	waitGone(t, pid)
+	testkit.WaitExited(t, 10*time.Second, pid)
 	// A setup with sudo runs as root.
 	o = reg.ExecuteIn(context.Background(), wire.Run{InvocationID: "setup-9", Script: ptr(`test "$(id -u)" = 0`), AsUser: ptr("root")}, "_setup-9")
 	if o.State != wire.StateSucceeded {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nymphd/nymph/internal/testkit"
 	"github.com/nymphd/nymph/runners"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
@@ -76,7 +77,7 @@ func TestRealSlurm(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan runners.Outcome, 1)
 		go func() { done <- realRun(ctx, root, "s-cancel", "sleep:120") }()
-		waitFor(t, filepath.Join(root, "s-cancel", "started"))
+		testkit.WaitFile(t, 60*time.Second, filepath.Join(root, "s-cancel", "started"))
 		b, _ := os.ReadFile(filepath.Join(root, "s-cancel", "started"))
 		pid, _ := strconv.Atoi(string(b))
 		cancel()

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nymphd/nymph/internal/testkit"
 	"github.com/nymphd/nymph/runners"
 	"github.com/nymphd/nymph/runners/internal/testbuild"
 	"github.com/nymphd/nymph/runners/slurm"
@@ -116,21 +117,15 @@ func jobFields(t *testing.T, id string) map[string]string {
 
 func waitFile(t *testing.T, path string, done <-chan runners.Outcome) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if _, err := os.Stat(path); err == nil {
-			return
-		}
+	testkit.WaitUntil(t, 60*time.Second, path+" to appear", func() bool {
 		select {
 		case o := <-done:
 			t.Fatalf("run ended before %s appeared: %+v %+v", path, o, o.Error)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never appeared", path)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		_, err := os.Stat(path)
+		return err == nil
+	})
 }
 
 // TestEngineSlurmDirectivesAndScancel checks that the job carries the

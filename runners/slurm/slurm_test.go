@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nymphd/nymph/internal/testkit"
 	"github.com/nymphd/nymph/runners"
 	"github.com/nymphd/nymph/runners/internal/testbuild"
 	"github.com/nymphd/nymph/wirecore/wire"
@@ -205,22 +206,8 @@ kill -TERM $(cat %[1]s.pid)
 	}
 	// The fake job outlives the runner by a moment; let it finish before
 	// the temporary directories go.
-	t.Cleanup(func() { waitFor(t, state+".done") })
+	t.Cleanup(func() { testkit.WaitFile(t, 60*time.Second, state+".done") })
 	return opt, state
-}
-
-func waitFor(t *testing.T, path string) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if _, err := os.Stat(path); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never appeared", path)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func runJob(t *testing.T, opt Options, ctx context.Context, root, args string) runners.Outcome {
@@ -260,7 +247,7 @@ func TestCancelRunsScancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan runners.Outcome, 1)
 	go func() { done <- runJob(t, opt, ctx, root, "sleep:60") }()
-	waitFor(t, filepath.Join(root, "job1", "started"))
+	testkit.WaitFile(t, 60*time.Second, filepath.Join(root, "job1", "started"))
 	cancel()
 	if diff := cmp.Diff(runners.Killed(), <-done); diff != "" {
 		t.Fatal(diff)

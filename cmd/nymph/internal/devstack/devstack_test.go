@@ -2,7 +2,6 @@ package devstack
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nymphd/nymph/hostio/daemonconfig"
+	"github.com/nymphd/nymph/internal/testkit"
 )
 
 // The test binary doubles as a fake nymph: FAKE_NYMPH selects what the
@@ -96,32 +96,6 @@ func start(t *testing.T, mode string) (*Stack, error) {
 	return Start(context.Background(), Options{Binary: os.Args[0], Dir: t.TempDir(), StopGrace: 300 * time.Millisecond})
 }
 
-// gone reports whether pid has exited (a zombie counts: it runs nothing).
-func gone(pid int) bool {
-	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-		return true
-	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return os.IsNotExist(err)
-	}
-	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-	return len(fields) > 0 && (fields[0] == "Z" || fields[0] == "X")
-}
-
-func waitGone(t *testing.T, pids ...int) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for _, pid := range pids {
-		for !gone(pid) {
-			if time.Now().After(deadline) {
-				t.Fatalf("child %d still running", pid)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
-}
-
 func TestStartWritesConfigAndStopCleansUp(t *testing.T) {
 	s, err := start(t, "ok")
 	if err != nil {
@@ -149,7 +123,7 @@ func TestStartWritesConfigAndStopCleansUp(t *testing.T) {
 	if err := s.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, pids...)
+	testkit.WaitExited(t, 20*time.Second, pids...)
 	if _, err := os.Stat(s.Dir); !os.IsNotExist(err) {
 		t.Fatalf("%s left behind: %v", s.Dir, err)
 	}
@@ -164,7 +138,7 @@ func TestStopKillsAChildThatIgnoresSIGTERM(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "killed") {
 		t.Fatalf("Stop = %v, want a report of the kill", err)
 	}
-	waitGone(t, s.serve.cmd.Process.Pid, s.daemon.cmd.Process.Pid)
+	testkit.WaitExited(t, 20*time.Second, s.serve.cmd.Process.Pid, s.daemon.cmd.Process.Pid)
 }
 
 func TestWaitWorkerSaysWhatTheDaemonIsDoing(t *testing.T) {
@@ -208,7 +182,7 @@ func TestChildrenDieWithTheParent(t *testing.T) {
 	}
 	cmd.Process.Kill() // SIGKILL: no cleanup runs in the parent
 	cmd.Wait()
-	waitGone(t, servePid, daemonPid)
+	testkit.WaitExited(t, 20*time.Second, servePid, daemonPid)
 }
 
 func TestSetupOutputFromDaemonLog(t *testing.T) {
