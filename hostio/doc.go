@@ -24,7 +24,8 @@
 //     daemon; dev reads /status.
 //   - opclient: the client of serve's operator API. ctl, dev.
 //   - planeserver: serve's HTTP routes and the loop that owns
-//     wirecore/plane. serve.
+//     wirecore/plane. serve. Its storetest is the behaviour every Store
+//     must have, run against the memory store and sqlstore.
 //   - procgroup: a child as the leader of its own process group, and the
 //     group's stop (SIGTERM, a grace, SIGKILL). daemon (shellexec, the
 //     process and docker runners), dev.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
+	"github.com/nymphd/nymph/internal/transcript"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
 
@@ -473,42 +474,13 @@ func pollCommands(t *testing.T, d *datadriven.TestData, now time.Time) []wire.Co
 	return cmds
 }
 
-// joinQuoted undoes datadriven's split of a quoted value at its spaces
-// (err="status 503" arrives as err="status and 503") and unquotes it; it
-// refuses lists and a key given twice.
+// joinQuoted is transcript.JoinQuoted, failing the case at pos.
 func joinQuoted(t *testing.T, pos string, args []datadriven.CmdArg) []datadriven.CmdArg {
-	out := make([]datadriven.CmdArg, 0, len(args))
-	seen := map[string]bool{}
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if len(a.Vals) > 1 {
-			t.Fatalf("%s: %s: a list is written a,b", pos, a)
-		}
-		if len(a.Vals) == 1 && strings.HasPrefix(a.Vals[0], `"`) {
-			v := a.Vals[0]
-			for !quoted(v) && i+1 < len(args) {
-				i++
-				v += " " + args[i].String()
-			}
-			u, err := strconv.Unquote(v)
-			if err != nil {
-				t.Fatalf("%s: bad quoting in %s=%s", pos, a.Key, v)
-			}
-			a.Vals = []string{u}
-		}
-		if seen[a.Key] {
-			t.Fatalf("%s: %s given twice", pos, a.Key)
-		}
-		seen[a.Key] = true
-		out = append(out, a)
+	out, err := transcript.JoinQuoted(args)
+	if err != nil {
+		t.Fatalf("%s: %v", pos, err)
 	}
 	return out
-}
-
-// quoted reports whether v starts with a complete quoted string.
-func quoted(v string) bool {
-	_, err := strconv.QuotedPrefix(v)
-	return err == nil
 }
 
 // str returns the value of key=value (unquoted, untrimmed); ok is false

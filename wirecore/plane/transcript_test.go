@@ -13,6 +13,7 @@ import (
 	"github.com/cockroachdb/datadriven"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/nymphd/nymph/internal/transcript"
 	"github.com/nymphd/nymph/wirecore/operator"
 	"github.com/nymphd/nymph/wirecore/plane"
 	"github.com/nymphd/nymph/wirecore/wire"
@@ -101,43 +102,13 @@ func (h *harness) rel(t time.Time) string {
 	return strconv.FormatFloat(t.Sub(t0).Seconds(), 'f', -1, 64) + "s"
 }
 
-// joinQuoted undoes datadriven's split of a quoted value at its spaces
-// (cmd="echo hi" arrives as cmd="echo and hi") and unquotes it; it
-// refuses lists and a key given twice.
+// joinQuoted is transcript.JoinQuoted, failing case d.
 func joinQuoted(t *testing.T, d *datadriven.TestData) []datadriven.CmdArg {
-	args := d.CmdArgs
-	out := make([]datadriven.CmdArg, 0, len(args))
-	seen := map[string]bool{}
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if len(a.Vals) > 1 {
-			d.Fatalf(t, "%s: a list is written a,b", a)
-		}
-		if len(a.Vals) == 1 && strings.HasPrefix(a.Vals[0], `"`) {
-			v := a.Vals[0]
-			for !quoted(v) && i+1 < len(args) {
-				i++
-				v += " " + args[i].String()
-			}
-			u, err := strconv.Unquote(v)
-			if err != nil {
-				d.Fatalf(t, "bad quoting in %s=%s", a.Key, v)
-			}
-			a.Vals = []string{u}
-		}
-		if seen[a.Key] {
-			d.Fatalf(t, "%s given twice", a.Key)
-		}
-		seen[a.Key] = true
-		out = append(out, a)
+	out, err := transcript.JoinQuoted(d.CmdArgs)
+	if err != nil {
+		d.Fatalf(t, "%v", err)
 	}
 	return out
-}
-
-// quoted reports whether v starts with a complete quoted string.
-func quoted(v string) bool {
-	_, err := strconv.QuotedPrefix(v)
-	return err == nil
 }
 
 // str is the value of key=value (unquoted, untrimmed), "" when the case

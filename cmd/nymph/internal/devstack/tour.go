@@ -17,6 +17,7 @@ import (
 	"github.com/nymphd/nymph/hostio/opclient"
 	"github.com/nymphd/nymph/wirecore/daemon"
 	"github.com/nymphd/nymph/wirecore/operator"
+	"github.com/nymphd/nymph/wirecore/wire"
 )
 
 // The tour's commands, shown to the user as they run.
@@ -176,7 +177,7 @@ func (s *Stack) stepSetup(ctx context.Context, worker string, out io.Writer) err
 	if st, err := s.waitDaemon(ctx, func(st daemonStatus) bool { return st.setupsIdle(before.Counters["setups"] + 1) }); err != nil {
 		return fmt.Errorf("wait for the daemon to finish the setup: %w (the daemon: %v)", err, st)
 	}
-	inv, err := s.Client.Invocation(ctx, "setup-"+acc.CommandID)
+	inv, err := s.Client.Invocation(ctx, wire.SetupInvocationID(acc.CommandID))
 	if err == nil {
 		termtext.Fprintf(out, "setup-%s: %s", acc.CommandID, inv.State)
 		if inv.Error != nil {
@@ -186,7 +187,7 @@ func (s *Stack) stepSetup(ctx context.Context, worker string, out io.Writer) err
 	} else if !opclient.IsNotFound(err) {
 		return err
 	}
-	lines := setupOutput(s.DaemonLog, "setup-"+acc.CommandID)
+	lines := setupOutput(s.DaemonLog, wire.SetupInvocationID(acc.CommandID))
 	for _, l := range lines {
 		fmt.Fprintf(out, "  setup> %s\n", l)
 	}

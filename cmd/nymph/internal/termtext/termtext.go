@@ -23,6 +23,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/nymphd/nymph/wirecore/operator"
+	"github.com/nymphd/nymph/wirecore/wire"
 )
 
 // Printable returns s with everything that could drive a terminal escaped
@@ -190,7 +191,7 @@ func ago(now time.Time, epochS float64) string {
 	if epochS <= 0 {
 		return "never"
 	}
-	t := time.Unix(0, int64(epochS*float64(time.Second)))
+	t := wire.EpochTime(epochS)
 	d := now.Sub(t)
 	switch {
 	case d < 0:
