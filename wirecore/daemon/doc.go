@@ -50,4 +50,6 @@
 // The driver contract, in short: call Step with Boot once, then with one
 // event at a time, in the order things happened; carry out the returned
 // effects in order; feed back exactly the events each effect documents.
+// Example (example_test.go) is that loop in a page; hostio/daemonloop is
+// the real one.
 package daemon
