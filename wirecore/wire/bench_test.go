@@ -144,15 +144,19 @@ func BenchmarkDecode(b *testing.B) {
 	}
 }
 
-// jsonPollResponse is PollResponse as a JSON peer would hold it: the body
-// of a command stays raw JSON until dispatched, as ours stays raw msgpack.
-type jsonPollResponse struct {
-	Commands []struct {
-		ID   string          `json:"id"`
-		Kind string          `json:"kind"`
-		Body json.RawMessage `json:"body"`
-	} `json:"commands"`
-	TargetNymphVersion *string `json:"target_nymph_version"`
+// peerPollResponse is PollResponse as a peer in another language holds
+// it: a command's body stays raw (json.RawMessage for a JSON peer,
+// msgpack.RawMessage for a vmihailenco one) until dispatched, as our
+// Command.Body stays raw msgpack.
+type peerPollResponse[Raw any] struct {
+	Commands           []peerCommand[Raw] `msg:"commands" json:"commands"`
+	TargetNymphVersion *string            `msg:"target_nymph_version" json:"target_nymph_version"`
+}
+
+type peerCommand[Raw any] struct {
+	ID   string `msg:"id" json:"id"`
+	Kind string `msg:"kind" json:"kind"`
+	Body Raw    `msg:"body" json:"body"`
 }
 
 // jsonValue returns what encoding/json encodes or decodes for a message;
@@ -162,7 +166,7 @@ func jsonValue(b *testing.B, m vectors.Message) any {
 	if !ok {
 		return m
 	}
-	var out jsonPollResponse
+	var out peerPollResponse[json.RawMessage]
 	out.TargetNymphVersion = p.TargetNymphVersion
 	for _, c := range p.Commands {
 		var body bytes.Buffer
@@ -171,31 +175,16 @@ func jsonValue(b *testing.B, m vectors.Message) any {
 				b.Fatal(err)
 			}
 		}
-		out.Commands = append(out.Commands, struct {
-			ID   string          `json:"id"`
-			Kind string          `json:"kind"`
-			Body json.RawMessage `json:"body"`
-		}{c.ID, c.Kind, json.RawMessage(body.Bytes())})
+		out.Commands = append(out.Commands, peerCommand[json.RawMessage]{c.ID, c.Kind, json.RawMessage(body.Bytes())})
 	}
 	return &out
-}
-
-// peerPollResponse is PollResponse as a vmihailenco peer holds it: the
-// command body stays a raw msgpack value, as our Command.Body does.
-type peerPollResponse struct {
-	Commands []struct {
-		ID   string             `msg:"id"`
-		Kind string             `msg:"kind"`
-		Body msgpack.RawMessage `msg:"body"`
-	} `msg:"commands"`
-	TargetNymphVersion *string `msg:"target_nymph_version"`
 }
 
 // peerValue is the value a vmihailenco peer decodes the protocol bytes of
 // v into: v itself, except where our Go type keeps raw msgpack.
 func peerValue(v vectors.Message) any {
 	if _, ok := v.(*wire.PollResponse); ok {
-		return new(peerPollResponse)
+		return new(peerPollResponse[msgpack.RawMessage])
 	}
 	return v
 }

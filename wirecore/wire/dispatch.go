@@ -87,48 +87,44 @@ func Dispatch(c Command) Directive {
 	case KindRotateKey:
 		return RotateKeyCommand{ID: c.ID}
 	case KindHibernate:
-		var d HibernateCommand
-		d.ID = c.ID
-		if u, bad := decodeInto(c, &d.Body); bad {
-			return u
-		}
-		return d
+		return decodeDirective(c, func(b Hibernate) Directive { return HibernateCommand{ID: c.ID, Body: b} })
 	case KindSetup:
-		var d SetupCommand
-		d.ID = c.ID
-		if u, bad := decodeInto(c, &d.Body); bad {
-			return u
-		}
-		return d
+		return decodeDirective(c, func(b Setup) Directive { return SetupCommand{ID: c.ID, Body: b} })
 	case KindExec:
-		var d ExecCommand
-		d.ID = c.ID
-		if u, bad := decodeInto(c, &d.Body); bad {
-			return u
-		}
-		if d.Body.ExecID == "" {
-			return Unknown{ID: c.ID, Kind: c.Kind, Reason: "exec body has no exec_id"}
-		}
-		return d
+		return decodeDirective(c, func(b Exec) Directive {
+			return unlessEmpty(c, "exec_id", b.ExecID, ExecCommand{ID: c.ID, Body: b})
+		})
 	case KindOTAUpdate:
-		var d OTAUpdateCommand
-		d.ID = c.ID
-		if u, bad := decodeInto(c, &d.Body); bad {
-			return u
-		}
-		return d
+		return decodeDirective(c, func(b OTAUpdate) Directive { return OTAUpdateCommand{ID: c.ID, Body: b} })
 	case KindRun:
-		var d RunCommand
-		d.ID = c.ID
-		if u, bad := decodeInto(c, &d.Body); bad {
-			return u
-		}
-		if d.Body.InvocationID == "" {
-			return Unknown{ID: c.ID, Kind: c.Kind, Reason: "run body has no invocation_id"}
-		}
-		return d
+		return decodeDirective(c, func(b Run) Directive {
+			return unlessEmpty(c, "invocation_id", b.InvocationID, RunCommand{ID: c.ID, Body: b})
+		})
 	}
 	return Unknown{ID: c.ID, Kind: c.Kind, Reason: fmt.Sprintf("unknown command kind %q", c.Kind)}
+}
+
+// decodeDirective decodes c's body as a T and hands it to directive, which
+// makes the kind's Directive (or an Unknown where the body lacks its id); a
+// body that does not decode is the Unknown decodeInto reports.
+func decodeDirective[T any, P interface {
+	*T
+	msgp.Unmarshaler
+}](c Command, directive func(T) Directive) Directive {
+	var body T
+	if u, bad := decodeInto[T, P](c, &body); bad {
+		return u
+	}
+	return directive(body)
+}
+
+// unlessEmpty is d, or an Unknown when the body's own id, its field named
+// field, is empty: an exec or a run the daemon could not report on.
+func unlessEmpty(c Command, field, id string, d Directive) Directive {
+	if id == "" {
+		return Unknown{ID: c.ID, Kind: c.Kind, Reason: c.Kind + " body has no " + field}
+	}
+	return d
 }
 
 // decodeInto decodes the whole body into dst; trailing bytes are an error.

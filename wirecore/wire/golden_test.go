@@ -272,10 +272,7 @@ func injectExtras(t testing.TB, b []byte, shape any, extras []extraValue) (out, 
 		if msgp.NextType(b) != msgp.MapType {
 			break
 		}
-		n, rest, err := msgp.ReadMapHeaderBytes(b)
-		if err != nil {
-			t.Fatal(err)
-		}
+		n, rest := mustRead(t, msgp.ReadMapHeaderBytes, b)
 		out = msgp.AppendMapHeader(nil, n+uint32(len(extras)))
 		half := len(extras) / 2
 		for _, e := range extras[:half] {
@@ -283,10 +280,7 @@ func injectExtras(t testing.TB, b []byte, shape any, extras []extraValue) (out, 
 		}
 		for ; n > 0; n-- {
 			var key []byte
-			key, rest, err = msgp.ReadMapKeyZC(rest)
-			if err != nil {
-				t.Fatal(err)
-			}
+			key, rest = mustRead(t, msgp.ReadMapKeyZC, rest)
 			out = msgp.AppendString(out, string(key))
 			var val []byte
 			val, rest = injectExtras(t, rest, s[string(key)], extras)
@@ -300,10 +294,7 @@ func injectExtras(t testing.TB, b []byte, shape any, extras []extraValue) (out, 
 		if msgp.NextType(b) != msgp.ArrayType {
 			break
 		}
-		n, rest, err := msgp.ReadArrayHeaderBytes(b)
-		if err != nil {
-			t.Fatal(err)
-		}
+		n, rest := mustRead(t, msgp.ReadArrayHeaderBytes, b)
 		out = msgp.AppendArrayHeader(nil, n)
 		for i := 0; i < int(n); i++ {
 			var val []byte
@@ -361,10 +352,7 @@ func setNil(t *testing.T, b []byte, path []string) (out, rest []byte) {
 	}
 	switch {
 	case path[0] == "[]" && msgp.NextType(b) == msgp.ArrayType:
-		n, rest, err := msgp.ReadArrayHeaderBytes(b)
-		if err != nil {
-			t.Fatal(err)
-		}
+		n, rest := mustRead(t, msgp.ReadArrayHeaderBytes, b)
 		out = msgp.AppendArrayHeader(nil, n)
 		for ; n > 0; n-- {
 			var val []byte
@@ -373,18 +361,12 @@ func setNil(t *testing.T, b []byte, path []string) (out, rest []byte) {
 		}
 		return out, rest
 	case path[0] != "[]" && msgp.NextType(b) == msgp.MapType:
-		n, rest, err := msgp.ReadMapHeaderBytes(b)
-		if err != nil {
-			t.Fatal(err)
-		}
+		n, rest := mustRead(t, msgp.ReadMapHeaderBytes, b)
 		var body []byte
 		found := false
 		for ; n > 0; n-- {
 			var key []byte
-			key, rest, err = msgp.ReadMapKeyZC(rest)
-			if err != nil {
-				t.Fatal(err)
-			}
+			key, rest = mustRead(t, msgp.ReadMapKeyZC, rest)
 			body = msgp.AppendString(body, string(key))
 			var val []byte
 			if string(key) == path[0] {
@@ -486,6 +468,17 @@ func copyValue(t testing.TB, b []byte) (out, rest []byte) {
 		t.Fatal(err)
 	}
 	return append([]byte(nil), b[:len(b)-len(rest)]...), rest
+}
+
+// mustRead reads one header or key of b with read; the goldens are
+// well-formed, so a read that fails fails the test.
+func mustRead[V any](t testing.TB, read func([]byte) (V, []byte, error), b []byte) (V, []byte) {
+	t.Helper()
+	v, rest, err := read(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v, rest
 }
 
 func bytesReader(b []byte) *msgp.Reader { return msgp.NewReader(bytes.NewReader(b)) }

@@ -65,22 +65,29 @@ func (f Float) Msgsize() int { return msgp.Float64Size }
 func (f Float) EncodeMsg(w *msgp.Writer) error { return w.WriteFloat64(float64(f)) }
 
 // UnmarshalMsg implements msgp.Unmarshaler.
-func (f *Float) UnmarshalMsg(b []byte) ([]byte, error) {
+func (f *Float) UnmarshalMsg(b []byte) ([]byte, error) { return unmarshalFloat(f, b) }
+
+// DecodeMsg implements msgp.Decodable.
+func (f *Float) DecodeMsg(r *msgp.Reader) error { return decodeFloat(f, r) }
+
+// unmarshalFloat reads any msgpack number, or nil as zero, from b into f:
+// Float and Number decode alike and differ only in what they write.
+func unmarshalFloat[F ~float64](f *F, b []byte) ([]byte, error) {
 	v, rest, err := readNumberBytes(b)
 	if err != nil {
 		return b, err
 	}
-	*f = Float(v.float())
+	*f = F(v.float())
 	return rest, nil
 }
 
-// DecodeMsg implements msgp.Decodable.
-func (f *Float) DecodeMsg(r *msgp.Reader) error {
+// decodeFloat is unmarshalFloat for a stream.
+func decodeFloat[F ~float64](f *F, r *msgp.Reader) error {
 	v, err := readNumber(r)
 	if err != nil {
 		return err
 	}
-	*f = Float(v.float())
+	*f = F(v.float())
 	return nil
 }
 
@@ -110,24 +117,10 @@ func (n Number) EncodeMsg(w *msgp.Writer) error {
 }
 
 // UnmarshalMsg implements msgp.Unmarshaler.
-func (n *Number) UnmarshalMsg(b []byte) ([]byte, error) {
-	v, rest, err := readNumberBytes(b)
-	if err != nil {
-		return b, err
-	}
-	*n = Number(v.float())
-	return rest, nil
-}
+func (n *Number) UnmarshalMsg(b []byte) ([]byte, error) { return unmarshalFloat(n, b) }
 
 // DecodeMsg implements msgp.Decodable.
-func (n *Number) DecodeMsg(r *msgp.Reader) error {
-	v, err := readNumber(r)
-	if err != nil {
-		return err
-	}
-	*n = Number(v.float())
-	return nil
-}
+func (n *Number) DecodeMsg(r *msgp.Reader) error { return decodeFloat(n, r) }
 
 // TimestampOf returns t as a Timestamp, to the nanosecond; whole seconds
 // and the fraction are converted apart so that round values stay round.
@@ -169,18 +162,7 @@ func (ts *Timestamp) UnmarshalMsg(b []byte) ([]byte, error) {
 }
 
 // DecodeMsg implements msgp.Decodable.
-func (ts *Timestamp) DecodeMsg(r *msgp.Reader) error {
-	if r.IsNil() { // msgp.Raw would read nil as no bytes at all
-		*ts = 0
-		return r.ReadNil()
-	}
-	var raw msgp.Raw
-	if err := raw.DecodeMsg(r); err != nil {
-		return err
-	}
-	_, err := ts.UnmarshalMsg(raw)
-	return err
-}
+func (ts *Timestamp) DecodeMsg(r *msgp.Reader) error { return decodeByUnmarshal(r, ts) }
 
 // naiveRFC3339 is an RFC 3339 date-time without its zone offset, as chrono
 // writes a NaiveDateTime; fractional seconds of any length are accepted.
@@ -325,11 +307,7 @@ func (bl Blob) EncodeMsg(w *msgp.Writer) error { return w.WriteBytes(bl) }
 
 // UnmarshalMsg implements msgp.Unmarshaler. It reuses the Blob's capacity.
 func (bl *Blob) UnmarshalMsg(b []byte) ([]byte, error) {
-	v, rest, err := unmarshalBlob(b, (*bl)[:0], false)
-	if err == nil {
-		*bl = v
-	}
-	return rest, err
+	return unmarshalBlobInto((*[]byte)(bl), b, (*bl)[:0], false)
 }
 
 // unmarshalBlob decodes a Blob or SharedBlob from b. Bytes from bin or
@@ -379,18 +357,7 @@ func unmarshalBlob(b, dst []byte, share bool) ([]byte, []byte, error) {
 }
 
 // DecodeMsg implements msgp.Decodable.
-func (bl *Blob) DecodeMsg(r *msgp.Reader) error {
-	if r.IsNil() { // msgp.Raw would read nil as no bytes at all
-		*bl = (*bl)[:0]
-		return r.ReadNil()
-	}
-	var raw msgp.Raw
-	if err := raw.DecodeMsg(r); err != nil {
-		return err
-	}
-	_, err := bl.UnmarshalMsg(raw)
-	return err
-}
+func (bl *Blob) DecodeMsg(r *msgp.Reader) error { return decodeByUnmarshal(r, bl) }
 
 // IsZero reports whether bl is empty (see Blob.IsZero).
 func (bl SharedBlob) IsZero() bool { return len(bl) == 0 }
@@ -407,25 +374,35 @@ func (bl SharedBlob) EncodeMsg(w *msgp.Writer) error { return w.WriteBytes(bl) }
 // UnmarshalMsg implements msgp.Unmarshaler. The result shares b's bytes,
 // unless it was written as an array of ints.
 func (bl *SharedBlob) UnmarshalMsg(b []byte) ([]byte, error) {
-	v, rest, err := unmarshalBlob(b, nil, true)
+	return unmarshalBlobInto((*[]byte)(bl), b, nil, true)
+}
+
+// DecodeMsg implements msgp.Decodable. A stream has no bytes to share:
+// the raw value read from it is the Blob's own.
+func (bl *SharedBlob) DecodeMsg(r *msgp.Reader) error { return decodeByUnmarshal(r, bl) }
+
+// unmarshalBlobInto decodes a Blob or SharedBlob from b (see unmarshalBlob)
+// and stores it in *bl; on an error *bl is left as it was.
+func unmarshalBlobInto(bl *[]byte, b, dst []byte, share bool) ([]byte, error) {
+	v, rest, err := unmarshalBlob(b, dst, share)
 	if err == nil {
 		*bl = v
 	}
 	return rest, err
 }
 
-// DecodeMsg implements msgp.Decodable. A stream has no bytes to share:
-// the raw value read from it is the Blob's own.
-func (bl *SharedBlob) DecodeMsg(r *msgp.Reader) error {
-	if r.IsNil() {
-		*bl = nil
-		return r.ReadNil()
-	}
+// decodeByUnmarshal reads one value from r and decodes it with dst's own
+// UnmarshalMsg, so that a stream is read by the same rules as bytes are
+// (Timestamp, Blob, SharedBlob).
+func decodeByUnmarshal(r *msgp.Reader, dst msgp.Unmarshaler) error {
 	var raw msgp.Raw
 	if err := raw.DecodeMsg(r); err != nil {
 		return err
 	}
-	_, err := bl.UnmarshalMsg(raw)
+	if len(raw) == 0 { // msgp.Raw reads nil as no bytes at all
+		raw = msgp.AppendNil(raw)
+	}
+	_, err := dst.UnmarshalMsg(raw)
 	return err
 }
 
