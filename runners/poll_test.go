@@ -23,4 +23,8 @@ func TestPollInterval(t *testing.T) {
 			t.Errorf("PollInterval(%v) = %v, want %v", tc.s, got, tc.want)
 		}
 	}
+	// Options that leave the floor at zero get the default one.
+	if got := PollInterval(f(0.01), 5*time.Second, 0); got != DefaultMinPollInterval {
+		t.Errorf("PollInterval with no floor = %v, want %v", got, DefaultMinPollInterval)
+	}
 }

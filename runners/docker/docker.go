@@ -8,9 +8,9 @@
 package docker
 
 import (
+	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -20,7 +20,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nymphd/nymph/hostio/procgroup"
 	"github.com/nymphd/nymph/runners"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
@@ -72,9 +71,7 @@ func New(opt Options) *Runner { return newRunner(runners.KindDocker, RuntimeRunc
 func NewGVisor(opt Options) *Runner { return newRunner(runners.KindGVisor, RuntimeRunsc, opt) }
 
 func newRunner(kind, runtime string, opt Options) *Runner {
-	if opt.Docker == "" {
-		opt.Docker = "docker"
-	}
+	opt.Docker = cmp.Or(opt.Docker, "docker")
 	if len(opt.Entry) == 0 {
 		opt.Entry = DefaultEntry
 	}
@@ -183,7 +180,7 @@ func (r *Runner) Run(ctx context.Context, inv runners.Invocation) runners.Outcom
 	_ = os.Remove(filepath.Join(inv.Workdir, CIDFile))
 	exited, err := r.runClient(ctx, inv, env, log)
 	switch {
-	case errors.Is(err, errKilled):
+	case errors.Is(err, runners.ErrKilled):
 		return runners.Killed()
 	case err != nil:
 		return runners.Failed(wire.ErrTypeDaemon, err.Error())
@@ -207,37 +204,15 @@ func (r *Runner) clientEnv(dc *wire.DockerConfig) []string {
 	return env
 }
 
-var errKilled = errors.New("killed at shutdown")
-
 func (r *Runner) runClient(ctx context.Context, inv runners.Invocation, env []string, log *slog.Logger) (exited, err error) {
-	argv := r.RunArgv(inv)
-	cmd := exec.Command(r.opt.Docker, argv...)
+	cmd := exec.Command(r.opt.Docker, r.RunArgv(inv)...)
 	cmd.Env = env
 	cmd.Dir = inv.Workdir
-	cmd.SysProcAttr = procgroup.Attr()
-	out, err := runners.NewOutputLog(log)
-	if err != nil {
-		return nil, fmt.Errorf("docker runner: pipe: %w", err)
-	}
-	defer out.Close()
-	cmd.Stdout, cmd.Stderr = out.Stdout(), out.Stderr()
-	err = cmd.Start()
-	out.CloseChildEnds()
-	if err != nil {
-		return nil, fmt.Errorf("docker runner: spawn %s: %w", r.opt.Docker, err)
-	}
-	logged := out.Start()
-	log.Info("container starting", "image", inv.Run.RunConfig.Image, "runtime", r.runtime)
-	stopped, exited := procgroup.WaitOrStop(ctx, cmd, r.opt.KillGrace, func() { r.stop(inv.Workdir, env, log) })
-	out.Drain(logged, r.opt.DrainGrace)
-	if stopped {
-		return nil, errKilled
-	}
-	var ee *exec.ExitError
-	if exited != nil && !errors.As(exited, &ee) {
-		return nil, fmt.Errorf("docker runner: wait: %w", exited)
-	}
-	return exited, nil
+	return runners.Child{Cmd: cmd, Log: log, Name: "docker runner", Spawn: r.opt.Docker,
+		KillGrace: r.opt.KillGrace, DrainGrace: r.opt.DrainGrace,
+		Started: func() { log.Info("container starting", "image", inv.Run.RunConfig.Image, "runtime", r.runtime) },
+		OnStop:  func() { r.stop(inv.Workdir, env, log) },
+	}.Run(ctx)
 }
 
 // stop runs `docker stop <cid>` (SIGTERM, SIGKILL after docker's 10 s)

@@ -8,6 +8,7 @@ package kube
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,17 +46,12 @@ type Runner struct{ opt Options }
 
 // New returns a kube runner.
 func New(opt Options) *Runner {
-	if opt.Kubectl == "" {
-		opt.Kubectl = "kubectl"
-	}
+	opt.Kubectl = cmp.Or(opt.Kubectl, "kubectl")
 	if len(opt.Entry) == 0 {
 		opt.Entry = DefaultEntry
 	}
 	if opt.BaseEnv == nil {
 		opt.BaseEnv = os.Environ()
-	}
-	if opt.MinPollInterval <= 0 {
-		opt.MinPollInterval = runners.DefaultMinPollInterval
 	}
 	return &Runner{opt: opt}
 }

@@ -16,7 +16,6 @@ import (
 	"os/exec"
 	"time"
 
-	"github.com/nymphd/nymph/hostio/procgroup"
 	"github.com/nymphd/nymph/runners"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
@@ -86,7 +85,7 @@ func (r *Runner) Run(ctx context.Context, inv runners.Invocation) runners.Outcom
 	}
 	exited, err := r.runChild(ctx, inv, argv, log)
 	switch {
-	case errors.Is(err, errKilled):
+	case errors.Is(err, runners.ErrKilled):
 		return runners.Killed()
 	case err != nil:
 		return runners.Failed(wire.ErrTypeDaemon, err.Error())
@@ -104,11 +103,9 @@ func scriptOutcome(exited error) runners.Outcome {
 	return runners.ScriptFailed(exited)
 }
 
-var errKilled = errors.New("killed at shutdown")
-
 // runChild spawns argv and waits. exited is nil for exit 0, else the
 // *exec.ExitError ("exit status N", "signal: …"); err is a spawn failure
-// or errKilled.
+// or runners.ErrKilled.
 func (r *Runner) runChild(ctx context.Context, inv runners.Invocation, argv []string, log *slog.Logger) (exited, err error) {
 	base := r.opt.BaseEnv
 	if base == nil {
@@ -117,34 +114,15 @@ func (r *Runner) runChild(ctx context.Context, inv runners.Invocation, argv []st
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = inv.Workdir
 	cmd.Env = append(append([]string(nil), base...), runners.ChildEnv(inv.Run, inv.Workdir)...)
-	// Stdin stays nil: /dev/null. Own process group so a stop reaches the
-	// entry's children; Pdeathsig so the child dies with the daemon.
-	cmd.SysProcAttr = procgroup.Attr()
-	out, err := runners.NewOutputLog(log)
-	if err != nil {
-		return nil, fmt.Errorf("process runner: pipe: %w", err)
+	// Stdin stays nil: /dev/null.
+	exited, err = runners.Child{Cmd: cmd, Log: log, Name: "process runner",
+		Spawn:     fmt.Sprintf("%q in %s", argv[0], inv.Workdir),
+		KillGrace: r.opt.KillGrace, DrainGrace: r.opt.DrainGrace,
+		Started: func() { log.Info("child started", "pid", cmd.Process.Pid, "argv0", argv[0]) },
+		OnStop:  func() { log.Info("shutdown grace expired; stopping child", "pid", cmd.Process.Pid) },
+	}.Run(ctx)
+	if err == nil {
+		log.Info("child ended", "status", cmd.ProcessState.String())
 	}
-	defer out.Close()
-	cmd.Stdout, cmd.Stderr = out.Stdout(), out.Stderr()
-	err = cmd.Start()
-	out.CloseChildEnds()
-	if err != nil {
-		return nil, fmt.Errorf("process runner: spawn %q in %s: %w", argv[0], inv.Workdir, err)
-	}
-	logged := out.Start()
-	log.Info("child started", "pid", cmd.Process.Pid, "argv0", argv[0])
-
-	killed, exited := procgroup.WaitOrStop(ctx, cmd, r.opt.KillGrace, func() {
-		log.Info("shutdown grace expired; stopping child", "pid", cmd.Process.Pid)
-	})
-	out.Drain(logged, r.opt.DrainGrace)
-	if killed {
-		return nil, errKilled
-	}
-	var ee *exec.ExitError
-	if exited != nil && !errors.As(exited, &ee) {
-		return nil, fmt.Errorf("process runner: wait: %w", exited)
-	}
-	log.Info("child ended", "status", cmd.ProcessState.String())
-	return exited, nil
+	return exited, err
 }

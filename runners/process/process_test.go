@@ -24,24 +24,7 @@ import (
 
 var entryPath string
 
-func TestMain(m *testing.M) {
-	// The binary lives in a world-readable directory so the as_user test's
-	// second user can run it.
-	dir, err := os.MkdirTemp("", "nymph-process-entry-")
-	if err == nil {
-		err = os.Chmod(dir, 0o755)
-	}
-	if err == nil {
-		entryPath, err = testbuild.Entry(dir)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbuild.Main(m, "nymph-process-entry-", &entryPath) }
 
 func ptr[T any](v T) *T { return &v }
 

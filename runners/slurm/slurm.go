@@ -9,6 +9,7 @@ package slurm
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,20 +49,11 @@ type Runner struct{ opt Options }
 
 // New returns a slurm runner.
 func New(opt Options) *Runner {
-	if opt.Sbatch == "" {
-		opt.Sbatch = "sbatch"
-	}
-	if opt.Squeue == "" {
-		opt.Squeue = "squeue"
-	}
-	if opt.Scancel == "" {
-		opt.Scancel = "scancel"
-	}
+	opt.Sbatch = cmp.Or(opt.Sbatch, "sbatch")
+	opt.Squeue = cmp.Or(opt.Squeue, "squeue")
+	opt.Scancel = cmp.Or(opt.Scancel, "scancel")
 	if opt.BaseEnv == nil {
 		opt.BaseEnv = os.Environ()
-	}
-	if opt.MinPollInterval <= 0 {
-		opt.MinPollInterval = runners.DefaultMinPollInterval
 	}
 	return &Runner{opt: opt}
 }

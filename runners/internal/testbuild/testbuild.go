@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"testing"
 )
 
 // EntryPackage is the import path of the test entry program.
@@ -26,4 +27,25 @@ func Entry(dir string) (string, error) {
 		return "", fmt.Errorf("testbuild: chmod %s: %w", out, err)
 	}
 	return out, nil
+}
+
+// Main builds the test entry program, stores its path in *entry and runs
+// m's tests. The program lives in a world-readable directory, named after
+// pattern as os.MkdirTemp names it, so a second user (as_user) or a
+// container can run it; the directory is removed when the tests end.
+func Main(m *testing.M, pattern string, entry *string) {
+	dir, err := os.MkdirTemp("", pattern)
+	if err == nil {
+		err = os.Chmod(dir, 0o755)
+	}
+	if err == nil {
+		*entry, err = Entry(dir)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }

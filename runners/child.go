@@ -1,0 +1,68 @@
+package runners
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"time"
+
+	"github.com/nymphd/nymph/hostio/procgroup"
+)
+
+// ErrKilled is a child stopped because its context ended: the daemon's
+// shutdown grace expired.
+var ErrKilled = errors.New("killed at shutdown")
+
+// Child is a program a runner runs to its end (an entry program, a script,
+// a docker client) with its stdout and stderr carried into the daemon log.
+type Child struct {
+	// Cmd is set up (argv, Env, Dir) but not started; Run sets its
+	// SysProcAttr, Stdout and Stderr.
+	Cmd *exec.Cmd
+	Log *slog.Logger
+	// Name and Spawn word the errors: "<Name>: spawn <Spawn>: …".
+	Name, Spawn string
+	// KillGrace is procgroup.WaitOrStop's; DrainGrace bounds the wait for
+	// the output once the child ended (OutputLog.Drain).
+	KillGrace, DrainGrace time.Duration
+	// Started, when set, is called once the child runs; OnStop, when set,
+	// when ctx ends, before the process group is signalled.
+	Started, OnStop func()
+}
+
+// Run starts the child as the leader of its own process group (so a stop
+// reaches its children, and it dies with the daemon) and waits for it.
+// exited is nil for exit 0, else the *exec.ExitError ("exit status N",
+// "signal: …"); err is ErrKilled when ctx ended first, else a failure to
+// open the pipes, to spawn or to wait.
+func (c Child) Run(ctx context.Context) (exited, err error) {
+	cmd := c.Cmd
+	cmd.SysProcAttr = procgroup.Attr()
+	out, err := NewOutputLog(c.Log)
+	if err != nil {
+		return nil, fmt.Errorf("%s: pipe: %w", c.Name, err)
+	}
+	defer out.Close()
+	cmd.Stdout, cmd.Stderr = out.Stdout(), out.Stderr()
+	err = cmd.Start()
+	out.CloseChildEnds()
+	if err != nil {
+		return nil, fmt.Errorf("%s: spawn %s: %w", c.Name, c.Spawn, err)
+	}
+	logged := out.Start()
+	if c.Started != nil {
+		c.Started()
+	}
+	stopped, exited := procgroup.WaitOrStop(ctx, cmd, c.KillGrace, c.OnStop)
+	out.Drain(logged, c.DrainGrace)
+	if stopped {
+		return nil, ErrKilled
+	}
+	var ee *exec.ExitError
+	if exited != nil && !errors.As(exited, &ee) {
+		return nil, fmt.Errorf("%s: wait: %w", c.Name, exited)
+	}
+	return exited, nil
+}
