@@ -12,6 +12,7 @@ import (
 	"github.com/nymphd/nymph/hostio/fifoclient"
 	"github.com/nymphd/nymph/hostio/spoolclient"
 	"github.com/nymphd/nymph/hostio/transport"
+	"github.com/nymphd/nymph/internal/testkit"
 )
 
 // These tests run the daemon's own transports against the relay, so the
@@ -76,19 +77,7 @@ func TestInteropSpoolClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	startRelay(t, prefix, fp.URL, nil)
-	var wg sync.WaitGroup
-	for i := range 5 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			body := fmt.Sprintf("b%d", i)
-			resp, err := c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/v1/daemon/ack", Body: []byte(body)})
-			if err != nil || resp.Status != 200 || string(resp.Body) != "echo:"+body {
-				t.Errorf("spool request %d: %+v, %v", i, resp, err)
-			}
-		}()
-	}
-	wg.Wait()
+	testkit.AcksAtOnce(t, c, 5, func(body string) string { return "echo:" + body })
 }
 
 // TestInteropManyDaemons runs 100 daemons' transports through one relay at

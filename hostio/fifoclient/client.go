@@ -27,7 +27,6 @@ package fifoclient
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -114,16 +113,8 @@ func New(cfg Config) (*Client, error) {
 	default:
 		return nil, fmt.Errorf("fifoclient: reply mode %q: want id or raw", cfg.Replies)
 	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = transport.RelayedTimeout
-	}
-	if cfg.IDs == nil {
-		cfg.IDs = frame.NewIDs(time.Now(), rand.Reader)
-	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	var log *slog.Logger
+	cfg.Timeout, cfg.IDs, log = transport.RelayedDefaults(cfg.Timeout, cfg.IDs, cfg.Logger)
 	return &Client{cfg: cfg, log: log, lanes: map[transport.Lane]*lane{}}, nil
 }
 
@@ -165,8 +156,7 @@ func (c *Client) RoundTrip(ctx context.Context, req *transport.Request) (*transp
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeoutCause(ctx, c.cfg.Timeout,
-		fmt.Errorf("no reply within %s: %w", c.cfg.Timeout, context.DeadlineExceeded))
+	ctx, cancel := transport.WithReplyTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	select {
 	case ln.slot <- struct{}{}:

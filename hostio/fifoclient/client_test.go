@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -308,23 +306,7 @@ func TestConcurrentRequestsOnALane(t *testing.T) {
 	mkpair(t, dir, transport.LanePoll)
 	startRelay(t, dir, transport.LanePoll, echo)
 	c := newClient(t, Config{Dir: dir})
-	var wg sync.WaitGroup
-	for i := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			body := fmt.Sprintf("req-%d", i)
-			resp, err := c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/v1/daemon/ack", Body: []byte(body)})
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if string(resp.Body) != "/v1/daemon/ack|"+body {
-				t.Errorf("request %s got %q", body, resp.Body)
-			}
-		}()
-	}
-	wg.Wait()
+	testkit.AcksAtOnce(t, c, 8, func(body string) string { return "/v1/daemon/ack|" + body })
 }
 
 // BenchmarkRoundTrip is a small request through a FIFO pair and an

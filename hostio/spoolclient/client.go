@@ -21,7 +21,6 @@ package spoolclient
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -72,16 +71,8 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
 	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = transport.RelayedTimeout
-	}
-	if cfg.IDs == nil {
-		cfg.IDs = frame.NewIDs(time.Now(), rand.Reader)
-	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	var log *slog.Logger
+	cfg.Timeout, cfg.IDs, log = transport.RelayedDefaults(cfg.Timeout, cfg.IDs, cfg.Logger)
 	c := &Client{
 		cfg: cfg, log: log,
 		req:  filepath.Join(cfg.Dir, "spool", "req"),
@@ -111,8 +102,7 @@ func (c *Client) RoundTrip(ctx context.Context, req *transport.Request) (*transp
 	if err != nil {
 		return nil, fmt.Errorf("spoolclient: %w", err)
 	}
-	ctx, cancel := context.WithTimeoutCause(ctx, c.cfg.Timeout,
-		fmt.Errorf("no reply within %s: %w", c.cfg.Timeout, context.DeadlineExceeded))
+	ctx, cancel := transport.WithReplyTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	if err := c.put(id, buf); err != nil {
 		return nil, fmt.Errorf("spoolclient: %s: %w", req.Endpoint, err)

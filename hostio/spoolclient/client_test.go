@@ -3,7 +3,6 @@ package spoolclient
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -170,23 +169,7 @@ func TestSeveralInFlight(t *testing.T) {
 		answered[id] = true
 		return echo(id, env, body)
 	})
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			body := fmt.Sprintf("r%d", i)
-			resp, err := c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/v1/daemon/ack", Body: []byte(body)})
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if string(resp.Body) != "/v1/daemon/ack|"+body {
-				t.Errorf("request %s got %q", body, resp.Body)
-			}
-		}()
-	}
-	wg.Wait()
+	testkit.AcksAtOnce(t, c, n, func(body string) string { return "/v1/daemon/ack|" + body })
 	if left := spoolFiles(t, dir); len(left) != 0 {
 		t.Errorf("files left: %v", left)
 	}

@@ -1,8 +1,9 @@
 // Package testkit holds what tests across the repository share: waiting,
 // under a bound and with a failure that says what never happened, for a
 // condition, a file or the end of a process; a buffer that goroutines may
-// write logs into while a test reads them; and the id reply a relay
-// writes, for tests that play the relay.
+// write logs into while a test reads them; the id reply a relay writes,
+// for tests that play the relay; and acks sent through a transport at
+// once, each checked against its own reply.
 //
 // Only _test.go files import it. It decides nothing about nymph itself.
 package testkit
