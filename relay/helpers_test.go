@@ -86,6 +86,14 @@ func (fp *fakePlane) requests() []seenRequest {
 	return append([]seenRequest(nil), fp.seen...)
 }
 
+// wantSeen fails the test unless the plane has seen n requests.
+func (fp *fakePlane) wantSeen(t testing.TB, n int) {
+	t.Helper()
+	if got := len(fp.requests()); got != n {
+		t.Fatalf("upstream saw %d requests, want %d", got, n)
+	}
+}
+
 // startRelay runs a relay on prefix against url until the test ends.
 func startRelay(t testing.TB, prefix, url string, mod func(*Config)) (*Relay, context.CancelFunc, <-chan struct{}) {
 	t.Helper()
@@ -235,4 +243,37 @@ func decodeRelayError(t testing.TB, p []byte) wire.RelayFailure {
 		t.Fatalf("decode relay_error %q: %v", p, err)
 	}
 	return r.RelayError
+}
+
+// prefixWithPair makes a prefix that holds one machine directory, m1, with
+// a main-lane pair, for a test that acts before the relay starts.
+func prefixWithPair(t testing.TB) (prefix, dir string) {
+	t.Helper()
+	prefix = t.TempDir()
+	dir = filepath.Join(prefix, "m1")
+	makePair(t, dir, "")
+	return prefix, dir
+}
+
+// relayOnPairs runs a relay against url (mod adjusting its config, as
+// startRelay's does) on a prefix that holds a machine directory per name,
+// each with a main-lane pair, and returns the relay and the daemon's end
+// of each pair, in the order named.
+func relayOnPairs(t testing.TB, url string, mod func(*Config), machines ...string) (*Relay, []daemonSide) {
+	t.Helper()
+	prefix := t.TempDir()
+	ds := make([]daemonSide, len(machines))
+	for i, m := range machines {
+		ds[i] = daemonSide{dir: filepath.Join(prefix, m)}
+		makePair(t, ds[i].dir, "")
+	}
+	rl, _, _ := startRelay(t, prefix, url, mod)
+	return rl, ds
+}
+
+// relayOnOnePair is relayOnPairs with one machine, m1.
+func relayOnOnePair(t testing.TB, url string, mod func(*Config)) (*Relay, daemonSide) {
+	t.Helper()
+	rl, ds := relayOnPairs(t, url, mod, "m1")
+	return rl, ds[0]
 }

@@ -20,9 +20,7 @@ import (
 
 func TestInteropFifoClient(t *testing.T) {
 	fp := newFakePlane(t)
-	prefix := t.TempDir()
-	dir := filepath.Join(prefix, "m1")
-	makePair(t, dir, "")
+	prefix, dir := prefixWithPair(t)
 	makePair(t, dir, string(transport.LaneControl))
 	startRelay(t, prefix, fp.URL, nil)
 	c, err := fifoclient.New(fifoclient.Config{Dir: dir, Timeout: deadline})
@@ -53,9 +51,7 @@ func TestInteropFifoClient(t *testing.T) {
 
 func TestInteropRelayStartedAfterDaemon(t *testing.T) {
 	fp := newFakePlane(t)
-	prefix := t.TempDir()
-	dir := filepath.Join(prefix, "m1")
-	makePair(t, dir, "")
+	prefix, dir := prefixWithPair(t)
 	c, _ := fifoclient.New(fifoclient.Config{Dir: dir, Timeout: deadline})
 	_, err := c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/v1/daemon/poll"})
 	if !errors.Is(err, fifoclient.ErrNoRelay) {
@@ -112,9 +108,7 @@ func TestInteropManyDaemons(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	if n := len(fp.requests()); n != daemons*each*2 {
-		t.Fatalf("upstream saw %d requests, want %d", n, daemons*each*2)
-	}
+	fp.wantSeen(t, daemons*each*2)
 }
 
 // BenchmarkSpoolRoundTrip is one request through the spool at the default

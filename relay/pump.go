@@ -124,10 +124,16 @@ func (p *pump) stop() {
 	p.mu.Lock()
 	p.stopping = true
 	if !p.busy || p.inHead {
-		p.f.SetReadDeadline(time.Unix(1, 0))
-		p.deadline = true
+		p.interrupt()
 	}
 	p.mu.Unlock()
+}
+
+// interrupt makes a read in progress, and the next one, return at once
+// (a deadline in the past). p.mu is held.
+func (p *pump) interrupt() {
+	p.f.SetReadDeadline(time.Unix(1, 0))
+	p.deadline = true
 }
 
 // cutOff reports that shutdown interrupted the frame being read before it
@@ -151,8 +157,7 @@ func (p *pump) forwarding() {
 func (p *pump) kill() {
 	p.mu.Lock()
 	p.killed = true
-	p.f.SetReadDeadline(time.Unix(1, 0))
-	p.deadline = true
+	p.interrupt()
 	if c := p.call; c.cancel != nil && !c.finished {
 		c.cancel(errStopped) // the call in flight is nobody's any more
 	}
@@ -186,8 +191,7 @@ func (p *pump) begin() {
 	p.inHead = true
 	if p.stopping {
 		// A frame that began as shutdown did: it is not waited for.
-		p.f.SetReadDeadline(time.Unix(1, 0))
-		p.deadline = true
+		p.interrupt()
 	}
 	p.mu.Unlock()
 }
@@ -464,8 +468,7 @@ func (p *pump) await(call func() result, cancel context.CancelCauseFunc, timeout
 	p.mu.Lock()
 	p.call.finished = true
 	if addressed {
-		p.f.SetReadDeadline(time.Unix(1, 0)) // ends a watch in progress
-		p.deadline = true
+		p.interrupt() // ends a watch in progress
 	}
 	p.mu.Unlock()
 	<-p.watchDone

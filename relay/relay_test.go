@@ -27,11 +27,8 @@ import (
 
 func TestRoundTripWithID(t *testing.T) {
 	fp := newFakePlane(t)
-	prefix := t.TempDir()
-	makePair(t, filepath.Join(prefix, "m1"), "")
-	startRelay(t, prefix, fp.URL+"/base/", nil)
+	_, d := relayOnOnePair(t, fp.URL+"/base/", nil)
 
-	d := daemonSide{dir: filepath.Join(prefix, "m1")}
 	rep := decodeReply(t, d.roundTrip(t, envelope(t, "/v1/daemon/poll", "boot1-1", []byte("hi"))))
 	if rep.ID != "boot1-1" || rep.Status != 200 || string(rep.Body) != "echo:hi" || rep.RelayError != nil {
 		t.Fatalf("reply = %+v", rep)
@@ -47,10 +44,7 @@ func TestRoundTripWithID(t *testing.T) {
 
 func TestRoundTripRaw(t *testing.T) {
 	fp := newFakePlane(t)
-	prefix := t.TempDir()
-	makePair(t, filepath.Join(prefix, "m1"), "")
-	startRelay(t, prefix, fp.URL, nil)
-	d := daemonSide{dir: filepath.Join(prefix, "m1")}
+	_, d := relayOnOnePair(t, fp.URL, nil)
 
 	if got := d.roundTrip(t, envelope(t, "/v1/daemon/ack", "", []byte("a"))); string(got) != "echo:a" {
 		t.Fatalf("raw 2xx reply = %q", got)
@@ -69,10 +63,7 @@ func TestRoundTripRaw(t *testing.T) {
 
 func TestHeadersForwardedOnlyXLS(t *testing.T) {
 	fp := newFakePlane(t)
-	prefix := t.TempDir()
-	makePair(t, filepath.Join(prefix, "m1"), "")
-	startRelay(t, prefix, fp.URL, nil)
-	d := daemonSide{dir: filepath.Join(prefix, "m1")}
+	_, d := relayOnOnePair(t, fp.URL, nil)
 	p, _ := (&wire.RelayRequest{Endpoint: "/v1/daemon/exec/e-1/chunk", ID: "c1", ContentType: "text/plain",
 		Headers: map[string]string{"x-ls-signature": "sig", "Authorization": "Bearer evil", "Cookie": "c"},
 		Body:    []byte("log")}).MarshalMsg(nil)
@@ -89,9 +80,7 @@ func TestHeadersForwardedOnlyXLS(t *testing.T) {
 func TestLanesPumpIndependently(t *testing.T) {
 	fp := newFakePlane(t)
 	fp.block = make(chan struct{})
-	prefix := t.TempDir()
-	dir := filepath.Join(prefix, "m1")
-	makePair(t, dir, "")
+	prefix, dir := prefixWithPair(t)
 	makePair(t, dir, "ctl")
 	startRelay(t, prefix, fp.URL, nil)
 
@@ -114,10 +103,7 @@ func TestLanesPumpIndependently(t *testing.T) {
 
 func TestRefusedFrames(t *testing.T) {
 	fp := newFakePlane(t)
-	prefix := t.TempDir()
-	makePair(t, filepath.Join(prefix, "m1"), "")
-	startRelay(t, prefix, fp.URL, nil)
-	d := daemonSide{dir: filepath.Join(prefix, "m1")}
+	_, d := relayOnOnePair(t, fp.URL, nil)
 
 	rep := decodeReply(t, d.roundTrip(t, envelope(t, "/v1/admin/workers", "x1", nil)))
 	if rep.ID != "x1" || rep.Status != 400 || rep.RelayError == nil || !strings.Contains(rep.RelayError.Message, "allow-list") {
@@ -131,9 +117,7 @@ func TestRefusedFrames(t *testing.T) {
 	if fail.Status != 400 || !strings.Contains(fail.Message, "id") {
 		t.Fatalf("bad id reply = %+v", fail)
 	}
-	if n := len(fp.requests()); n != 0 {
-		t.Fatalf("upstream saw %d refused requests", n)
-	}
+	fp.wantSeen(t, 0)
 	// The pipe still works after all that.
 	if rep := decodeReply(t, d.roundTrip(t, envelope(t, "/v1/daemon/poll", "ok", nil))); rep.Status != 200 {
 		t.Fatalf("after refusals: %+v", rep)
@@ -142,10 +126,7 @@ func TestRefusedFrames(t *testing.T) {
 
 func TestOversizeDrainedThen413(t *testing.T) {
 	fp := newFakePlane(t)
-	prefix := t.TempDir()
-	makePair(t, filepath.Join(prefix, "m1"), "")
-	startRelay(t, prefix, fp.URL, nil)
-	d := daemonSide{dir: filepath.Join(prefix, "m1")}
+	_, d := relayOnOnePair(t, fp.URL, nil)
 	resp, req := d.open(t)
 	defer resp.Close()
 	defer req.Close()
@@ -180,10 +161,7 @@ func TestOversizeDrainedThen413(t *testing.T) {
 
 func TestStalledFrameDropped(t *testing.T) {
 	fp := newFakePlane(t)
-	prefix := t.TempDir()
-	makePair(t, filepath.Join(prefix, "m1"), "")
-	rl, _, _ := startRelay(t, prefix, fp.URL, func(c *Config) { c.FrameTimeout = 100 * time.Millisecond })
-	d := daemonSide{dir: filepath.Join(prefix, "m1")}
+	rl, d := relayOnOnePair(t, fp.URL, func(c *Config) { c.FrameTimeout = 100 * time.Millisecond })
 	resp, req := d.open(t)
 	defer resp.Close()
 	defer req.Close()
@@ -199,18 +177,13 @@ func TestStalledFrameDropped(t *testing.T) {
 
 func TestBadFramesOnOnePipeOthersFlow(t *testing.T) {
 	fp := newFakePlane(t)
-	prefix := t.TempDir()
-	for _, m := range []string{"bad", "good"} {
-		makePair(t, filepath.Join(prefix, m), "")
-	}
-	startRelay(t, prefix, fp.URL, func(c *Config) { c.FrameTimeout = time.Minute; c.ShutdownGrace = 10 * time.Millisecond })
-	bad := daemonSide{dir: filepath.Join(prefix, "bad")}
+	_, ds := relayOnPairs(t, fp.URL, func(c *Config) { c.FrameTimeout = time.Minute; c.ShutdownGrace = 10 * time.Millisecond }, "bad", "good")
+	bad, good := ds[0], ds[1]
 	resp, req := bad.open(t)
 	defer resp.Close()
 	defer req.Close()
 	writeAll(t, req, []byte{0, 0, 1, 0, 0x81}) // a partial frame that stays stuck
 
-	good := daemonSide{dir: filepath.Join(prefix, "good")}
 	for i := range 20 {
 		id := "g" + string(rune('a'+i))
 		if rep := decodeReply(t, good.roundTrip(t, envelope(t, "/v1/daemon/poll", id, nil))); rep.ID != id {
@@ -327,11 +300,8 @@ func TestRelayStartedAfterPipes(t *testing.T) {
 
 func TestLargeFrameStreamed(t *testing.T) {
 	fp := newFakePlane(t)
-	prefix := t.TempDir()
-	makePair(t, filepath.Join(prefix, "m1"), "")
-	startRelay(t, prefix, fp.URL, nil)
+	_, d := relayOnOnePair(t, fp.URL, nil)
 	body := bytes.Repeat([]byte("z"), 3<<20)
-	d := daemonSide{dir: filepath.Join(prefix, "m1")}
 	resp, req := d.open(t)
 	defer resp.Close()
 	defer req.Close()
@@ -371,10 +341,7 @@ func TestTransportFailureIsStatusZero(t *testing.T) {
 	fp := newFakePlane(t)
 	url := fp.URL
 	fp.Close()
-	prefix := t.TempDir()
-	makePair(t, filepath.Join(prefix, "m1"), "")
-	startRelay(t, prefix, url, nil)
-	d := daemonSide{dir: filepath.Join(prefix, "m1")}
+	_, d := relayOnOnePair(t, url, nil)
 	rep := decodeReply(t, d.roundTrip(t, envelope(t, "/v1/daemon/poll", "p", nil)))
 	if rep.Status != 0 || rep.RelayError == nil {
 		t.Fatalf("reply = %+v", rep)
@@ -393,10 +360,7 @@ func TestNewFrameAbandonsRequestInFlight(t *testing.T) {
 	fp := newFakePlane(t)
 	fp.block = make(chan struct{})
 	defer close(fp.block)
-	prefix := t.TempDir()
-	makePair(t, filepath.Join(prefix, "m1"), "")
-	rl, _, _ := startRelay(t, prefix, fp.URL, nil)
-	d := daemonSide{dir: filepath.Join(prefix, "m1")}
+	rl, d := relayOnOnePair(t, fp.URL, nil)
 	resp, req := d.open(t)
 	defer resp.Close()
 	defer req.Close()
@@ -422,9 +386,7 @@ func TestNewFrameAbandonsRequestInFlight(t *testing.T) {
 // request it writes, at relay start and at every pump restart.
 func TestNothingIsWrittenAtPumpStart(t *testing.T) {
 	fp := newFakePlane(t)
-	prefix := t.TempDir()
-	dir := filepath.Join(prefix, "m1")
-	makePair(t, dir, "")
+	prefix, dir := prefixWithPair(t)
 	rfd, err := unix.Open(filepath.Join(dir, "resp.fifo"), unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -482,11 +444,8 @@ func openReq(t testing.TB, dir, lane string) *os.File {
 func TestPipelinedRawFramesAnsweredInOrder(t *testing.T) {
 	fp := newFakePlane(t)
 	fp.block = make(chan struct{})
-	prefix := t.TempDir()
-	dir := filepath.Join(prefix, "m1")
-	makePair(t, dir, "")
-	rl, _, _ := startRelay(t, prefix, fp.URL, nil)
-	resp, req := daemonSide{dir: dir}.open(t)
+	rl, d := relayOnOnePair(t, fp.URL, nil)
+	resp, req := d.open(t)
 	defer resp.Close()
 	defer req.Close()
 	var frames []byte
@@ -514,11 +473,8 @@ func TestPipelinedRawFramesAnsweredInOrder(t *testing.T) {
 // the pump.
 func TestReplyFollowsAReplacedRespPipe(t *testing.T) {
 	fp := newFakePlane(t)
-	prefix := t.TempDir()
-	dir := filepath.Join(prefix, "m1")
-	makePair(t, dir, "")
-	rl, _, _ := startRelay(t, prefix, fp.URL, nil)
-	d := daemonSide{dir: dir}
+	rl, d := relayOnOnePair(t, fp.URL, nil)
+	dir := d.dir
 	if rep := decodeReply(t, d.roundTrip(t, envelope(t, "/v1/daemon/ack", "a1", []byte("x")))); rep.Status != 200 {
 		t.Fatalf("first reply = %+v", rep)
 	}
@@ -562,11 +518,9 @@ func TestReplyFollowsAReplacedRespPipe(t *testing.T) {
 // is spent, and /status counts the pair.
 func TestUnheldReplyPipeDropsAnUnreadReply(t *testing.T) {
 	fp := newFakePlane(t)
-	prefix := t.TempDir()
-	dir := filepath.Join(prefix, "m1")
-	makePair(t, dir, "")
 	// Room for the request pipe only.
-	rl, _, _ := startRelay(t, prefix, fp.URL, func(c *Config) { c.PipeBudget = 1 })
+	rl, d := relayOnOnePair(t, fp.URL, func(c *Config) { c.PipeBudget = 1 })
+	dir := d.dir
 	if got := rl.metrics.Snapshot(time.Now()).UnheldReplyPipes; got != 1 {
 		t.Fatalf("unheld_reply_pipes = %d, want 1", got)
 	}
@@ -574,7 +528,6 @@ func TestUnheldReplyPipeDropsAnUnreadReply(t *testing.T) {
 	writeAll(t, req, frame.Append(nil, envelope(t, "/v1/daemon/ack", "a1", []byte("x"))))
 	req.Close()
 	testkit.WaitUntil(t, deadline, "the unread reply dropped", func() bool { return rl.metrics.errs[errReplyDropped].Load() == 1 })
-	d := daemonSide{dir: dir}
 	if rep := decodeReply(t, d.roundTrip(t, envelope(t, "/v1/daemon/ack", "a2", []byte("x")))); rep.ID != "a2" {
 		t.Fatalf("reply after a dropped one = %+v", rep)
 	}
@@ -587,11 +540,9 @@ func TestUpstreamTimeoutAnswersRelayError(t *testing.T) {
 	fp := newFakePlane(t)
 	fp.block = make(chan struct{})
 	defer close(fp.block)
-	prefix := t.TempDir()
-	makePair(t, filepath.Join(prefix, "m1"), "")
-	startRelay(t, prefix, fp.URL, func(c *Config) { c.UpstreamTimeout = 300 * time.Millisecond })
+	_, d := relayOnOnePair(t, fp.URL, func(c *Config) { c.UpstreamTimeout = 300 * time.Millisecond })
 	start := time.Now()
-	fail := decodeRelayError(t, daemonSide{dir: filepath.Join(prefix, "m1")}.roundTrip(t, envelope(t, "/v1/daemon/poll", "p1", nil)))
+	fail := decodeRelayError(t, d.roundTrip(t, envelope(t, "/v1/daemon/poll", "p1", nil)))
 	if fail.Status != 0 || !strings.Contains(fail.Message, "deadline") {
 		t.Fatalf("reply = %+v", fail)
 	}
@@ -621,10 +572,8 @@ func TestQuickReplyToAnAbandonedRequest(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fp := newFakePlane(t)
 			fp.block = make(chan struct{})
-			prefix := t.TempDir()
-			makePair(t, filepath.Join(prefix, "m1"), "")
-			rl, _, _ := startRelay(t, prefix, fp.URL, nil)
-			resp, req := daemonSide{dir: filepath.Join(prefix, "m1")}.open(t)
+			rl, d := relayOnOnePair(t, fp.URL, nil)
+			resp, req := d.open(t)
 			defer resp.Close()
 			defer req.Close()
 			writeAll(t, req, frame.Append(nil, envelope(t, "/v1/daemon/poll", tc.oldID, nil)))
@@ -664,10 +613,8 @@ func TestQuickReplyToAnAbandonedRequest(t *testing.T) {
 // timer, and the next frame is read from a clean start.
 func TestStalledHeaderDropped(t *testing.T) {
 	fp := newFakePlane(t)
-	prefix := t.TempDir()
-	makePair(t, filepath.Join(prefix, "m1"), "")
-	rl, _, _ := startRelay(t, prefix, fp.URL, func(c *Config) { c.FrameTimeout = 100 * time.Millisecond })
-	resp, req := daemonSide{dir: filepath.Join(prefix, "m1")}.open(t)
+	rl, d := relayOnOnePair(t, fp.URL, func(c *Config) { c.FrameTimeout = 100 * time.Millisecond })
+	resp, req := d.open(t)
 	defer resp.Close()
 	defer req.Close()
 	writeAll(t, req, []byte{0, 0}) // two of the four length bytes
@@ -688,10 +635,8 @@ func TestRedirectIsNotFollowed(t *testing.T) {
 		http.Redirect(w, r, other.URL+"/steal", http.StatusTemporaryRedirect)
 	}))
 	defer up.Close()
-	prefix := t.TempDir()
-	makePair(t, filepath.Join(prefix, "m1"), "")
-	startRelay(t, prefix, up.URL, nil)
-	rep := decodeReply(t, daemonSide{dir: filepath.Join(prefix, "m1")}.roundTrip(t, envelope(t, "/v1/daemon/ack", "a1", []byte("x"))))
+	_, d := relayOnOnePair(t, up.URL, nil)
+	rep := decodeReply(t, d.roundTrip(t, envelope(t, "/v1/daemon/ack", "a1", []byte("x"))))
 	if rep.Status != http.StatusTemporaryRedirect || elsewhere.Load() != 0 {
 		t.Fatalf("reply = %+v, requests elsewhere = %d", rep, elsewhere.Load())
 	}
@@ -703,10 +648,8 @@ func TestRedirectIsNotFollowed(t *testing.T) {
 // frames, each answered in turn.
 func TestFramesInAnyPieces(t *testing.T) {
 	fp := newFakePlane(t)
-	prefix := t.TempDir()
-	makePair(t, filepath.Join(prefix, "m1"), "")
-	startRelay(t, prefix, fp.URL, nil)
-	resp, req := daemonSide{dir: filepath.Join(prefix, "m1")}.open(t)
+	_, d := relayOnOnePair(t, fp.URL, nil)
+	resp, req := d.open(t)
 	defer resp.Close()
 	defer req.Close()
 	send := func(b []byte, pieces ...int) {
@@ -743,16 +686,12 @@ func TestFramesInAnyPieces(t *testing.T) {
 // same.
 func TestReplyPipesKeptWithinTheBudget(t *testing.T) {
 	fp := newFakePlane(t)
-	prefix := t.TempDir()
-	for _, m := range []string{"m1", "m2"} {
-		makePair(t, filepath.Join(prefix, m), "")
-	}
 	// Two request pipes and room for one kept reply pipe.
-	rl, _, _ := startRelay(t, prefix, fp.URL, func(c *Config) { c.PipeBudget = 3 })
+	rl, ds := relayOnPairs(t, fp.URL, func(c *Config) { c.PipeBudget = 3 }, "m1", "m2")
 	for round := range 3 {
-		for _, m := range []string{"m1", "m2"} {
-			id := fmt.Sprintf("%s-%d", m, round)
-			if rep := decodeReply(t, daemonSide{dir: filepath.Join(prefix, m)}.roundTrip(t, envelope(t, "/v1/daemon/ack", id, []byte("x")))); rep.ID != id || rep.Status != 200 {
+		for i, d := range ds {
+			id := fmt.Sprintf("m%d-%d", i+1, round)
+			if rep := decodeReply(t, d.roundTrip(t, envelope(t, "/v1/daemon/ack", id, []byte("x")))); rep.ID != id || rep.Status != 200 {
 				t.Fatalf("reply = %+v, want %s's", rep, id)
 			}
 		}
@@ -803,10 +742,7 @@ func TestUpstreamRestartCostsNoFrame(t *testing.T) {
 	addr := ln.Addr().String()
 	first := &http.Server{Handler: http.HandlerFunc(answerAtOnce)}
 	go first.Serve(ln)
-	prefix := t.TempDir()
-	makePair(t, filepath.Join(prefix, "m1"), "")
-	startRelay(t, prefix, "http://"+addr, nil)
-	d := daemonSide{dir: filepath.Join(prefix, "m1")}
+	_, d := relayOnOnePair(t, "http://"+addr, nil)
 	ack := func(id string) wire.RelayReply {
 		return decodeReply(t, d.roundTrip(t, envelope(t, "/v1/daemon/ack", id, []byte("x"))))
 	}
@@ -882,10 +818,7 @@ func TestLargeReplyStreamed(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			url := bigReplyPlane(t, n, tc.chunked, tc.status)
-			prefix := t.TempDir()
-			makePair(t, filepath.Join(prefix, "m1"), "")
-			startRelay(t, prefix, url, nil)
-			d := daemonSide{dir: filepath.Join(prefix, "m1")}
+			_, d := relayOnOnePair(t, url, nil)
 			for round := range 2 {
 				p := d.roundTrip(t, envelope(t, "/v1/daemon/poll", tc.id, nil))
 				var body []byte
@@ -916,10 +849,7 @@ func TestLargeReplyStreamed(t *testing.T) {
 // with a relay_error before any byte of it is written.
 func TestReplyOverTheCeilingRefused(t *testing.T) {
 	url := bigReplyPlane(t, frame.MaxPayload, false, 200)
-	prefix := t.TempDir()
-	makePair(t, filepath.Join(prefix, "m1"), "")
-	startRelay(t, prefix, url, nil)
-	d := daemonSide{dir: filepath.Join(prefix, "m1")}
+	_, d := relayOnOnePair(t, url, nil)
 	// Raw, the body alone fits the ceiling exactly; with an id the
 	// envelope around it does not.
 	rep := decodeReply(t, d.roundTrip(t, envelope(t, "/v1/daemon/poll", "big", nil)))
@@ -942,10 +872,8 @@ func oversizeHeadWithID(t testing.TB, id string, size int) []byte {
 // the stall timer fires, so its daemon is never left without a reply.
 func TestStalledOversizeFrameAnswered413(t *testing.T) {
 	fp := newFakePlane(t)
-	prefix := t.TempDir()
-	makePair(t, filepath.Join(prefix, "m1"), "")
-	startRelay(t, prefix, fp.URL, func(c *Config) { c.FrameTimeout = 200 * time.Millisecond })
-	resp, req := daemonSide{dir: filepath.Join(prefix, "m1")}.open(t)
+	_, d := relayOnOnePair(t, fp.URL, func(c *Config) { c.FrameTimeout = 200 * time.Millisecond })
+	resp, req := d.open(t)
 	defer resp.Close()
 	defer req.Close()
 	writeAll(t, req, oversizeHeadWithID(t, "big", frame.MaxPayload+1))
@@ -999,9 +927,7 @@ func TestShutdownCutsOffAHalfWrittenFrame(t *testing.T) {
 			if el := time.Since(start); el > 5*time.Second {
 				t.Fatalf("shutdown took %v with a 10s grace, want it not to wait for the writer", el)
 			}
-			if n := len(fp.requests()); n != 0 {
-				t.Fatalf("upstream saw %d requests, want none", n)
-			}
+			fp.wantSeen(t, 0)
 		})
 	}
 }

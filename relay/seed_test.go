@@ -218,6 +218,14 @@ func startRole(tb testing.TB, env string) (*exec.Cmd, io.WriteCloser, io.Reader)
 	return cmd, in, out
 }
 
+// expect sends a command and fails the test unless the answer is want.
+func (s *seedProc) expect(cmd, want string) {
+	s.t.Helper()
+	if got := s.do(cmd); got != want {
+		s.t.Fatalf("seed daemon: %q answered %q, want %q", cmd, got, want)
+	}
+}
+
 // do sends a command and returns the daemon's answer, failing the test if
 // none comes within the deadline (a daemon blocked in open(2) forever).
 func (s *seedProc) do(cmd string) string {
@@ -305,23 +313,14 @@ func TestSeedDaemonBlockingOpens(t *testing.T) {
 	for _, how := range []string{"resp-first", "req-first", "retry-req"} {
 		t.Run(how, func(t *testing.T) {
 			fp := newFakePlane(t)
-			prefix := t.TempDir()
-			dir := filepath.Join(prefix, "m1")
-			makePair(t, dir, "")
-			startRelay(t, prefix, fp.URL, nil)
-			d := startSeedDaemon(t, dir)
-			if got := d.do("open " + how); got != "opened" {
-				t.Fatalf("open: %q", got)
-			}
+			_, pair := relayOnOnePair(t, fp.URL, nil)
+			d := startSeedDaemon(t, pair.dir)
+			d.expect("open "+how, "opened")
 			for i := range 3 {
 				want := fmt.Sprintf("reply echo:a%d", i)
-				if got := d.do(fmt.Sprintf("send a%d", i)); got != want {
-					t.Fatalf("send: %q, want %q", got, want)
-				}
+				d.expect(fmt.Sprintf("send a%d", i), want)
 			}
-			if got := d.do("send p1 p2 p3"); got != "reply echo:p1 echo:p2 echo:p3" {
-				t.Fatalf("pipelined: %q", got)
-			}
+			d.expect("send p1 p2 p3", "reply echo:p1 echo:p2 echo:p3")
 		})
 	}
 }
@@ -331,9 +330,7 @@ func TestSeedDaemonBlockingOpens(t *testing.T) {
 // holds it, and the first reply it reads answers its first request.
 func TestSeedDaemonBeforeTheRelay(t *testing.T) {
 	fp := newFakePlane(t)
-	prefix := t.TempDir()
-	dir := filepath.Join(prefix, "m1")
-	makePair(t, dir, "")
+	prefix, dir := prefixWithPair(t)
 	d := startSeedDaemon(t, dir)
 	opened := make(chan string, 1)
 	go func() { opened <- d.do("open retry-req") }()
@@ -342,9 +339,7 @@ func TestSeedDaemonBeforeTheRelay(t *testing.T) {
 	if got := <-opened; got != "opened" {
 		t.Fatalf("open: %q", got)
 	}
-	if got := d.do("send first"); got != "reply echo:first" {
-		t.Fatalf("first reply: %q", got)
-	}
+	d.expect("send first", "reply echo:first")
 }
 
 // kill -9 of a relay process while the seed daemon is idle and while it
@@ -353,25 +348,17 @@ func TestSeedDaemonBeforeTheRelay(t *testing.T) {
 // relay restarts (a relay that wrote a notice at start would shift them).
 func TestSeedDaemonAcrossRelayKills(t *testing.T) {
 	fp := newFakePlane(t)
-	prefix := t.TempDir()
-	dir := filepath.Join(prefix, "m1")
-	makePair(t, dir, "")
+	prefix, dir := prefixWithPair(t)
 	rp := startRelayProcess(t, prefix, fp.URL)
 	d := startSeedDaemon(t, dir)
-	if got := d.do("open resp-first"); got != "opened" {
-		t.Fatalf("open: %q", got)
-	}
-	if got := d.do("send before"); got != "reply echo:before" {
-		t.Fatalf("before: %q", got)
-	}
+	d.expect("open resp-first", "opened")
+	d.expect("send before", "reply echo:before")
 	for round := range 3 {
 		// Idle: killed between two requests.
 		rp.kill()
 		rp = startRelayProcess(t, prefix, fp.URL)
 		want := fmt.Sprintf("reply echo:idle%d", round)
-		if got := d.do(fmt.Sprintf("send idle%d", round)); got != want {
-			t.Fatalf("round %d after an idle kill: %q, want %q", round, got, want)
-		}
+		d.expect(fmt.Sprintf("send idle%d", round), want)
 		// Waiting: killed with a poll parked upstream.
 		fp.mu.Lock()
 		fp.block = make(chan struct{})
@@ -410,12 +397,8 @@ func TestSeedDaemonDirectoryRenamedInAndRecreated(t *testing.T) {
 	}
 	testkit.WaitUntil(t, deadline, "the renamed pair", func() bool { return rl.metrics.pumps.Load() == 1 })
 	d := startSeedDaemon(t, dir)
-	if got := d.do("open req-first"); got != "opened" {
-		t.Fatalf("open: %q", got)
-	}
-	if got := d.do("send r1"); got != "reply echo:r1" {
-		t.Fatalf("renamed in: %q", got)
-	}
+	d.expect("open req-first", "opened")
+	d.expect("send r1", "reply echo:r1")
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
@@ -423,12 +406,8 @@ func TestSeedDaemonDirectoryRenamedInAndRecreated(t *testing.T) {
 	makePair(t, dir, "")
 	testkit.WaitUntil(t, deadline, "the re-created pair", func() bool { return rl.metrics.pumps.Load() == 1 })
 	d2 := startSeedDaemon(t, dir)
-	if got := d2.do("open resp-first"); got != "opened" {
-		t.Fatalf("open: %q", got)
-	}
-	if got := d2.do("send r2 r3"); got != "reply echo:r2 echo:r3" {
-		t.Fatalf("re-created: %q", got)
-	}
+	d2.expect("open resp-first", "opened")
+	d2.expect("send r2 r3", "reply echo:r2 echo:r3")
 }
 
 // Under a small open-file limit (ulimit -n 400: a budget of 44 pipes) the

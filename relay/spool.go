@@ -160,7 +160,7 @@ func (rl *Relay) answerSpoolFile(dirs spoolDirs, spool, id string) (reply, uint3
 		return reply{id: id, status: 400, message: "spool file shorter than a frame header", relayErr: true}, mode, true
 	}
 	size := int64(binary.BigEndian.Uint32(hdr[:]))
-	rep, send := rl.serveFrame(rl.hard, &fileSource{rl: rl, r: f, remain: size}, size, id)
+	rep, send := rl.serveFrame(rl.hard, &fileSource{rl: rl, body: frameBody{r: f, remain: size}}, size, id)
 	return rep, mode, send
 }
 
@@ -216,24 +216,35 @@ func (rl *Relay) spoolFailed(err error) {
 	rl.log.Warn("relay: spool", "err", err)
 }
 
+// frameBody reads the current frame's payload from r and never past it.
+type frameBody struct {
+	r      io.Reader
+	remain int64 // payload bytes not read yet
+}
+
+// Read returns io.EOF once the payload is read, else what r's Read does.
+func (f *frameBody) Read(b []byte) (int, error) {
+	if f.remain <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(b)) > f.remain {
+		b = b[:f.remain]
+	}
+	n, err := f.r.Read(b)
+	f.remain -= int64(n)
+	return n, err
+}
+
 // fileSource reads one frame's payload from a spool file.
 type fileSource struct {
-	rl     *Relay
-	r      io.Reader
-	remain int64
+	rl   *Relay
+	body frameBody
 }
 
 func (s *fileSource) Read(b []byte) (int, error) {
-	if s.remain <= 0 {
-		return 0, io.EOF
-	}
-	if int64(len(b)) > s.remain {
-		b = b[:s.remain]
-	}
-	n, err := s.r.Read(b)
-	s.remain -= int64(n)
+	n, err := s.body.Read(b)
 	s.rl.metrics.bytesIn.Add(uint64(n))
-	if err == io.EOF && s.remain > 0 {
+	if err == io.EOF && s.body.remain > 0 {
 		return n, errTruncated
 	}
 	return n, err

@@ -43,24 +43,17 @@ func memRelay() *Relay {
 
 // streamSource is a pump's view of a byte stream held in memory: running
 // out of bytes mid-frame is what a stalled writer looks like.
-type streamSource struct {
-	r      *bytes.Reader
-	remain int64
-}
+type streamSource struct{ frameBody }
 
 func (s *streamSource) Read(b []byte) (int, error) {
-	if s.remain <= 0 {
+	n, err := s.frameBody.Read(b)
+	switch {
+	case n > 0 || err == nil:
+		return n, nil
+	case s.remain <= 0:
 		return 0, io.EOF
 	}
-	if int64(len(b)) > s.remain {
-		b = b[:s.remain]
-	}
-	n, err := s.r.Read(b)
-	s.remain -= int64(n)
-	if n == 0 && err != nil {
-		return 0, errStalled
-	}
-	return n, nil
+	return 0, errStalled
 }
 
 func (s *streamSource) await(call func() result, _ context.CancelCauseFunc, _ time.Duration, _ bool) (result, bool) {
@@ -81,7 +74,7 @@ func (s *streamSource) discard(buf []byte) error {
 // pumpStream runs the pump's frame loop over data and returns the reply
 // frames it would write.
 func pumpStream(rl *Relay, data []byte) [][]byte {
-	src := &streamSource{r: bytes.NewReader(data)}
+	src := &streamSource{frameBody{r: bytes.NewReader(data)}}
 	var out [][]byte
 	for {
 		var hdr [4]byte
