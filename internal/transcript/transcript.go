@@ -3,17 +3,32 @@
 // cockroachdb/datadriven) in the one grammar both use: key=value, a value
 // in Go quotes when it holds spaces, a list written a,b.
 //
-// It is pure (strings and strconv), so the transcripts run under js/wasm
-// and wasip1 with the cores. Only _test.go files import it.
+// It takes no clock, network or process of its own (datadriven reads the
+// files), so the transcripts run under js/wasm and wasip1 with the cores.
+// Only _test.go files import it.
 package transcript
 
 import (
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"testing"
 
 	"github.com/cockroachdb/datadriven"
 )
+
+// RunAll runs every transcript (a .txt file) below testdata, each with the
+// run function of a fresh harness; anything else there, such as go test's
+// fuzz corpus, is skipped.
+func RunAll(t *testing.T, fresh func() func(*testing.T, *datadriven.TestData) string) {
+	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		if filepath.Ext(path) != ".txt" {
+			t.Skipf("%s is not a transcript", path)
+		}
+		datadriven.RunTest(t, path, fresh())
+	})
+}
 
 // JoinQuoted undoes datadriven's split of a quoted value at its spaces
 // (err="status 503" arrives as err="status and 503") and unquotes it. It

@@ -64,6 +64,9 @@ type runEntry struct {
 	started time.Time
 }
 
+func (e execEntry) entryID() string { return e.id }
+func (e runEntry) entryID() string  { return e.id }
+
 // heldWork is an exec or a run received while no permit was free.
 type heldWork struct {
 	commandID string

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -63,13 +62,7 @@ import (
 //	fire ID at=DURATION           a late TimerFired, at epoch+DURATION
 //	status                        the machine's Status
 func TestTranscripts(t *testing.T) {
-	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
-		if filepath.Ext(path) != ".txt" {
-			t.Skipf("%s is not a transcript", path) // e.g. go test's fuzz corpus
-		}
-		h := newHarness()
-		datadriven.RunTest(t, path, h.run)
-	})
+	transcript.RunAll(t, func() func(*testing.T, *datadriven.TestData) string { return newHarness().run })
 }
 
 // epoch is the fake clock's start: 2026-01-01T00:00:00Z.
@@ -164,45 +157,46 @@ func (h *harness) configure(t *testing.T, d *datadriven.TestData) {
 	if h.m != nil {
 		d.Fatalf(t, "config after the machine started")
 	}
+	fields := h.configFields()
 	for _, a := range d.CmdArgs {
-		scan := func(dst any) { d.ScanArgs(t, a.Key, dst) }
 		v, _ := str(d, a.Key)
-		switch a.Key {
-		case "wait_max_s":
-			scan(&h.cfg.WaitMaxS)
-		case "retry_min_s":
-			scan(&h.cfg.RetryMinS)
-		case "retry_max_s":
-			scan(&h.cfg.RetryMaxS)
-		case "keep_alive_s":
-			scan(&h.cfg.KeepAliveS)
-		case "grace_s":
-			scan(&h.cfg.GraceS)
-		case "max_invocations":
-			scan(&h.cfg.MaxInvocations)
-		case "keep_poll_on_wake":
-			scan(&h.cfg.KeepPollOnWake)
-		case "machine_id":
-			h.cfg.MachineID = v
-		case "queue":
-			h.cfg.Queue = v
-		case "label":
-			h.cfg.Label = v
-		case "default_runner":
-			h.cfg.DefaultRunner = v
-		case "tags":
-			h.cfg.Tags = strings.Split(v, ",")
-		case "lanes":
-			h.cfg.Lanes = strings.Split(v, ",")
-		case "runners":
-			h.cfg.Runners = strings.Split(v, ",")
-		case "jitter":
+		switch dst := fields[a.Key].(type) {
+		case *string:
+			*dst = v
+		case *[]string:
+			*dst = strings.Split(v, ",")
+		case nil:
+			if a.Key != "jitter" {
+				d.Fatalf(t, "config: unknown key %q", a.Key)
+			}
 			var f float64
-			scan(&f)
+			d.ScanArgs(t, a.Key, &f)
 			h.rnd = fixedJitter{f: f, Rand: rand.New(rand.NewPCG(1, 2))}
 		default:
-			d.Fatalf(t, "config: unknown key %q", a.Key)
+			d.ScanArgs(t, a.Key, dst)
 		}
+	}
+}
+
+// configFields are the Config fields `config` sets, by key: a string as it
+// is written, a list split at its commas, anything else scanned.
+func (h *harness) configFields() map[string]any {
+	c := &h.cfg
+	return map[string]any{
+		"wait_max_s":        &c.WaitMaxS,
+		"retry_min_s":       &c.RetryMinS,
+		"retry_max_s":       &c.RetryMaxS,
+		"keep_alive_s":      &c.KeepAliveS,
+		"grace_s":           &c.GraceS,
+		"max_invocations":   &c.MaxInvocations,
+		"keep_poll_on_wake": &c.KeepPollOnWake,
+		"machine_id":        &c.MachineID,
+		"queue":             &c.Queue,
+		"label":             &c.Label,
+		"default_runner":    &c.DefaultRunner,
+		"tags":              &c.Tags,
+		"lanes":             &c.Lanes,
+		"runners":           &c.Runners,
 	}
 }
 

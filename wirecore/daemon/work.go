@@ -12,17 +12,27 @@ import (
 // ---------------------------------------------------------------- completions
 
 func (m *Machine) onExecFinished(now time.Time, e ExecFinished) {
-	i := slices.IndexFunc(m.execs, func(x execEntry) bool { return x.id == e.ExecID })
-	if i < 0 {
-		m.log(slog.LevelWarn, "finish of an unknown exec ignored", slog.String("exec_id", e.ExecID))
+	if !removeFinished(m, &m.execs, "exec", "exec_id", e.ExecID) {
 		return
 	}
-	m.execs = slices.Delete(m.execs, i, i+1)
 	m.countExec(int64(e.Result.ExitCode))
 	m.postExecResult(e.ExecID, e.Result)
 	m.released(now)
 	m.wake(now)
 	m.checkDrained()
+}
+
+// removeFinished takes the exec or run a finish names (idAttr: id) out of
+// entries; the finish of one the machine does not hold is logged and
+// ignored, and reports false.
+func removeFinished[E interface{ entryID() string }](m *Machine, entries *[]E, what, idAttr, id string) bool {
+	i := slices.IndexFunc(*entries, func(x E) bool { return x.entryID() == id })
+	if i < 0 {
+		m.log(slog.LevelWarn, "finish of an unknown "+what+" ignored", slog.String(idAttr, id))
+		return false
+	}
+	*entries = slices.Delete(*entries, i, i+1)
+	return true
 }
 
 func (m *Machine) countExec(code int64) {
@@ -39,12 +49,9 @@ func (m *Machine) countExec(code int64) {
 }
 
 func (m *Machine) onRunFinished(now time.Time, e RunFinished) {
-	i := slices.IndexFunc(m.runs, func(x runEntry) bool { return x.id == e.InvocationID })
-	if i < 0 {
-		m.log(slog.LevelWarn, "finish of an unknown run ignored", slog.String("invocation_id", e.InvocationID))
+	if !removeFinished(m, &m.runs, "run", "invocation_id", e.InvocationID) {
 		return
 	}
-	m.runs = slices.Delete(m.runs, i, i+1)
 	m.counters.RunsDone++
 	state, blob, errInfo := e.State, e.ResultBlob, e.Error
 	switch state {

@@ -34,6 +34,18 @@ func (p *Plane) target(req RequestID, id string) *worker {
 	return w
 }
 
+// targetIf is target for a command whose body is sound only if sound: an
+// unknown worker is answered 404 first, then an unsound body 400 with
+// problem; either way there is no worker to enqueue for.
+func (p *Plane) targetIf(req RequestID, id string, sound bool, problem string) *worker {
+	w := p.target(req, id)
+	if w != nil && !sound {
+		p.opError(req, StatusBadRequest, "%s", problem)
+		return nil
+	}
+	return w
+}
+
 func (p *Plane) onListWorkers(e ListWorkers) {
 	running := p.runningPerWorker()
 	out := make([]operator.Worker, 0, len(p.workerOrder))
@@ -70,15 +82,23 @@ func (p *Plane) enqueue(w *worker, kind string, body []byte, now time.Time, fill
 }
 
 func (p *Plane) onEnqueueExec(now time.Time, e EnqueueExec) {
-	w := p.target(e.Req, e.WorkerID)
+	w := p.targetIf(e.Req, e.WorkerID, e.Body.Command != "", "exec: command is required")
 	if w == nil {
 		return
 	}
-	r := &e.Body
-	if r.Command == "" {
-		p.opError(e.Req, StatusBadRequest, "exec: command is required")
-		return
-	}
+	body := p.execBody(&e.Body)
+	raw, _ := body.MarshalMsg(nil)
+	c := p.enqueue(w, wire.KindExec, raw, now, func(c *CommandRecord) { c.ExecID = body.ExecID })
+	ex := &ExecRecord{ExecID: body.ExecID, CommandID: c.ID, WorkerID: w.ID(), State: ExecQueued, Stream: e.Body.Stream, CreatedAt: now}
+	p.execs[ex.ExecID] = ex
+	p.putExec(ex)
+	p.wakeWorker(w, now)
+	p.reply(e.Req, StatusOK, operator.ExecAccepted{ExecID: ex.ExecID, CommandID: c.ID})
+}
+
+// execBody is the exec command an operator's request makes, under a new
+// exec id; a streamed one posts its chunks below ChunkURLBase.
+func (p *Plane) execBody(r *operator.ExecRequest) wire.Exec {
 	body := wire.Exec{ExecID: p.newExecID(), Command: r.Command, Env: r.Env, Workdir: r.Workdir}
 	if body.Env == nil {
 		body.Env = map[string]string{}
@@ -97,13 +117,7 @@ func (p *Plane) onEnqueueExec(now time.Time, e EnqueueExec) {
 			FlushBytes: wire.Int(cmp0(r.FlushBytes, DefaultFlushBytes)),
 		}
 	}
-	raw, _ := body.MarshalMsg(nil)
-	c := p.enqueue(w, wire.KindExec, raw, now, func(c *CommandRecord) { c.ExecID = body.ExecID })
-	ex := &ExecRecord{ExecID: body.ExecID, CommandID: c.ID, WorkerID: w.ID(), State: ExecQueued, Stream: r.Stream, CreatedAt: now}
-	p.execs[ex.ExecID] = ex
-	p.putExec(ex)
-	p.wakeWorker(w, now)
-	p.reply(e.Req, StatusOK, operator.ExecAccepted{ExecID: ex.ExecID, CommandID: c.ID})
+	return body
 }
 
 func cmp0(v, def int) int {
@@ -114,15 +128,11 @@ func cmp0(v, def int) int {
 }
 
 func (p *Plane) onEnqueueSetup(now time.Time, e EnqueueSetup) {
-	w := p.target(e.Req, e.WorkerID)
+	w := p.targetIf(e.Req, e.WorkerID, e.Body.Script != "", "setup: script is required")
 	if w == nil {
 		return
 	}
 	r := &e.Body
-	if r.Script == "" {
-		p.opError(e.Req, StatusBadRequest, "setup: script is required")
-		return
-	}
 	body := wire.Setup{Script: r.Script, Sudo: r.Sudo, RefreshCapabilities: r.RefreshCapabilities}
 	if r.Name != "" {
 		body.Name = &r.Name
@@ -138,12 +148,8 @@ func (p *Plane) onEnqueueSetup(now time.Time, e EnqueueSetup) {
 }
 
 func (p *Plane) onEnqueueHibernate(now time.Time, e EnqueueHibernate) {
-	w := p.target(e.Req, e.WorkerID)
+	w := p.targetIf(e.Req, e.WorkerID, e.Body.UntilEpochS > 0, "hibernate: until_epoch_s is required")
 	if w == nil {
-		return
-	}
-	if e.Body.UntilEpochS <= 0 {
-		p.opError(e.Req, StatusBadRequest, "hibernate: until_epoch_s is required")
 		return
 	}
 	// A whole second, rounded up: it goes out as an integer, and a daemon
@@ -166,16 +172,12 @@ func (p *Plane) onEnqueueRotateKey(now time.Time, e EnqueueRotateKey) {
 }
 
 func (p *Plane) onEnqueueUpdate(now time.Time, e EnqueueUpdate) {
-	w := p.target(e.Req, e.WorkerID)
+	r := &e.Body
+	w := p.targetIf(e.Req, e.WorkerID, r.Version != "" && r.URL != "", "update: version and url are required")
 	if w == nil {
 		return
 	}
-	r := &e.Body
-	switch {
-	case r.Version == "" || r.URL == "":
-		p.opError(e.Req, StatusBadRequest, "update: version and url are required")
-		return
-	case !wire.ValidSHA256(r.SHA256):
+	if !wire.ValidSHA256(r.SHA256) {
 		p.opError(e.Req, StatusBadRequest, "update: sha256 must be 64 hex digits")
 		return
 	}

@@ -101,14 +101,23 @@ func cloneErrorInfo(e *wire.ErrorInfo) *wire.ErrorInfo {
 	return &c
 }
 
-func (p *Plane) onExecResult(now time.Time, e ExecResult) {
-	if v := wire.CheckID("exec_id", e.ExecID, wire.MaxIDBytes); v != nil {
-		p.reply(e.Req, StatusUnprocessableEntity, *v)
-		return
+// daemonExec finds the exec a daemon's result or chunk names, or answers
+// 422 for an id no exec could have and 404 for one no exec has.
+func (p *Plane) daemonExec(req RequestID, id string) *ExecRecord {
+	if v := wire.CheckID("exec_id", id, wire.MaxIDBytes); v != nil {
+		p.reply(req, StatusUnprocessableEntity, *v)
+		return nil
 	}
-	ex := p.execs[e.ExecID]
+	ex := p.execs[id]
 	if ex == nil {
-		p.reply(e.Req, StatusNotFound, ErrorBody{Error: ErrUnknownExec})
+		p.reply(req, StatusNotFound, ErrorBody{Error: ErrUnknownExec})
+	}
+	return ex
+}
+
+func (p *Plane) onExecResult(now time.Time, e ExecResult) {
+	ex := p.daemonExec(e.Req, e.ExecID)
+	if ex == nil {
 		return
 	}
 	if ex.Result != nil {
@@ -139,13 +148,8 @@ func (p *Plane) finishExec(ex *ExecRecord, res *wire.ExecResult, now time.Time) 
 }
 
 func (p *Plane) onChunk(now time.Time, e Chunk) {
-	if v := wire.CheckID("exec_id", e.ExecID, wire.MaxIDBytes); v != nil {
-		p.reply(e.Req, StatusUnprocessableEntity, *v)
-		return
-	}
-	ex := p.execs[e.ExecID]
+	ex := p.daemonExec(e.Req, e.ExecID)
 	if ex == nil {
-		p.reply(e.Req, StatusNotFound, ErrorBody{Error: ErrUnknownExec})
 		return
 	}
 	if len(e.Data) > 0 {

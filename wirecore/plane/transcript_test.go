@@ -3,7 +3,6 @@ package plane_test
 import (
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,18 +42,12 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 const transcriptRetain = time.Hour
 
 func TestTranscripts(t *testing.T) {
-	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
-		if filepath.Ext(path) != ".txt" {
-			t.Skipf("%s is not a transcript", path) // e.g. go test's fuzz corpus
-		}
-		h := newHarness()
-		datadriven.RunTest(t, path, h.run)
-	})
+	transcript.RunAll(t, func() func(*testing.T, *datadriven.TestData) string { return newHarness().run })
 }
 
 type harness struct {
 	p       *plane.Plane
-	stored  *recordStore
+	stored  *plane.RecordSet
 	now     time.Time
 	alias   map[string]string // id → alias
 	ids     map[string]string // alias → id
@@ -64,7 +57,7 @@ type harness struct {
 
 func newHarness() *harness {
 	h := &harness{now: t0, alias: map[string]string{}, ids: map[string]string{}, counts: map[string]int{},
-		entropy: rand.NewChaCha8([32]byte{'n', 'y', 'm', 'p', 'h'}), stored: newRecordStore()}
+		entropy: rand.NewChaCha8([32]byte{'n', 'y', 'm', 'p', 'h'}), stored: plane.NewRecordSet()}
 	h.p = plane.New(h.config())
 	return h
 }
@@ -159,7 +152,7 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		return "now " + h.rel(h.now)
 	case "restart":
 		// A restart keeps only what was persisted.
-		p, err := plane.Restore(h.config(), h.stored.snapshot(), h.now)
+		p, err := plane.Restore(h.config(), h.stored.Snapshot(), h.now)
 		if err != nil {
 			d.Fatalf(t, "restore: %v", err)
 		}
@@ -247,13 +240,15 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 	var lines []string
 	for _, eff := range h.p.Step(h.now, ev) {
 		if p, ok := eff.(plane.Persist); ok {
-			h.stored.apply(&p.Batch)
+			if err := h.stored.Apply(&p.Batch); err != nil {
+				d.Fatalf(t, "store refused the batch: %v", err)
+			}
 		}
 		lines = append(lines, h.show(eff)...)
 	}
 	// Every step must leave the store holding the plane's state: nothing
 	// the plane knows may be lost by a crash after the step.
-	if diff := cmp.Diff(h.stored.snapshot(), h.p.Snapshot(), storedOpts); diff != "" {
+	if diff := cmp.Diff(h.stored.Snapshot(), h.p.Snapshot(), storedOpts); diff != "" {
 		d.Fatalf(t, "store and plane differ (-stored +plane):\n%s", diff)
 	}
 	if len(lines) == 0 {
@@ -495,68 +490,6 @@ func (h *harness) showCommand(c wire.Command) string {
 		return fmt.Sprintf("UNKNOWN %s %s: %s", c.Kind, c.ID, d.Reason)
 	}
 	return "?"
-}
-
-// recordStore applies batches the way a Store must.
-type recordStore struct {
-	workers     map[string]plane.WorkerRecord
-	commands    map[string]plane.CommandRecord
-	invocations map[string]plane.InvocationRecord
-	execs       map[string]plane.ExecRecord
-	logs        map[string][]byte
-}
-
-func newRecordStore() *recordStore {
-	return &recordStore{workers: map[string]plane.WorkerRecord{}, commands: map[string]plane.CommandRecord{},
-		invocations: map[string]plane.InvocationRecord{}, execs: map[string]plane.ExecRecord{}, logs: map[string][]byte{}}
-}
-
-func (s *recordStore) apply(b *plane.Batch) {
-	for _, w := range b.Workers {
-		s.workers[w.ID] = w
-	}
-	for _, c := range b.Commands {
-		s.commands[c.ID] = c
-	}
-	for _, r := range b.Invocations {
-		s.invocations[r.ID] = r
-	}
-	for _, x := range b.Execs {
-		s.execs[x.ExecID] = x
-	}
-	for _, c := range b.Chunks {
-		if int64(len(s.logs[c.ExecID])) != c.Offset {
-			panic(fmt.Sprintf("chunk of %s at %d, log ends at %d", c.ExecID, c.Offset, len(s.logs[c.ExecID])))
-		}
-		s.logs[c.ExecID] = append(s.logs[c.ExecID], c.Data...)
-	}
-	for _, id := range b.DeleteCommands {
-		delete(s.commands, id)
-	}
-	for _, id := range b.DeleteInvocations {
-		delete(s.invocations, id)
-	}
-	for _, id := range b.DeleteExecs {
-		delete(s.execs, id)
-		delete(s.logs, id)
-	}
-}
-
-func (s *recordStore) snapshot() plane.Snapshot {
-	var snap plane.Snapshot
-	for _, w := range s.workers {
-		snap.Workers = append(snap.Workers, w)
-	}
-	for _, c := range s.commands {
-		snap.Commands = append(snap.Commands, c)
-	}
-	for _, r := range s.invocations {
-		snap.Invocations = append(snap.Invocations, r)
-	}
-	for _, x := range s.execs {
-		snap.Execs = append(snap.Execs, x)
-	}
-	return snap
 }
 
 // storedOpts compares snapshots as sets; LastSeen is persisted lazily.
