@@ -2,43 +2,26 @@ package planeserver
 
 import (
 	"encoding/json"
+	"net/http"
 	"testing"
 
 	"github.com/nymphd/nymph/wirecore/operator"
 	"github.com/nymphd/nymph/wirecore/plane"
 )
 
-// operatorRoutes are the operator API's routes that decode a JSON body,
-// in the order FuzzOperatorBody's route byte picks them.
-var operatorRoutes = []string{"exec", "setup", "hibernate", "update", "run"}
+// operatorRoutes are the patterns of the operator API's POST routes that
+// decode a JSON body, in the order FuzzOperatorBody's route byte picks them.
+var operatorRoutes = []string{operator.PathExec, operator.PathSetup, operator.PathHibernate, operator.PathUpdate, operator.PathInvocations}
 
-// operatorEvent decodes body as the operator route named by route does
-// (decodeJSON into the route's request type) and builds the event its
-// handler would step, addressed to workerID.
-func operatorEvent(route string, workerID string, body []byte, req plane.RequestID) (plane.Event, error) {
-	switch route {
-	case "exec":
-		var r operator.ExecRequest
-		err := decodeJSON(body, &r)
-		return plane.EnqueueExec{Req: req, WorkerID: workerID, Body: r}, err
-	case "setup":
-		var r operator.SetupRequest
-		err := decodeJSON(body, &r)
-		return plane.EnqueueSetup{Req: req, WorkerID: workerID, Body: r}, err
-	case "hibernate":
-		var r operator.HibernateRequest
-		err := decodeJSON(body, &r)
-		return plane.EnqueueHibernate{Req: req, WorkerID: workerID, Body: r}, err
-	case "update":
-		var r operator.UpdateRequest
-		err := decodeJSON(body, &r)
-		return plane.EnqueueUpdate{Req: req, WorkerID: workerID, Body: r}, err
-	case "run":
-		var r operator.RunRequest
-		err := decodeJSON(body, &r)
-		return plane.EnqueueRun{Req: req, Body: r}, err
+// operatorRequest makes the request the POST route of pattern makes of
+// body, by that route's own row of adminRouteTable, for workerID.
+func operatorRequest(pattern, workerID string, body []byte) (plane.Request, error) {
+	for _, rt := range adminRouteTable {
+		if rt.method == http.MethodPost && rt.pattern == pattern {
+			return rt.request(workerID, body)
+		}
 	}
-	panic("unknown operator route " + route)
+	panic("no POST route " + pattern)
 }
 
 // FuzzOperatorBody fuzzes the JSON bodies of the operator API's POST
@@ -48,16 +31,16 @@ func operatorEvent(route string, workerID string, body []byte, req plane.Request
 // documents, with a body that encodes as JSON.
 func FuzzOperatorBody(f *testing.F) {
 	seeds := map[string][]string{
-		"exec": {
+		operator.PathExec: {
 			`{"command": "echo hi", "env": {"A": "b"}, "stdin": "x", "workdir": "/tmp", "timeout_s": 2.5, "stream": true, "flush_ms": 100, "flush_bytes": 4096}`,
 			`{"command": "", "timeout_s": -1}`,
 			`{"command": "true", "timeout_s": 1e308, "flush_ms": -5}`,
 			`{"command": "\u001b]0;x\u0007", "env": {"": "\u0000"}}`,
 		},
-		"setup":     {`{"script": "apt-get install -y jq", "sudo": true, "refresh_capabilities": true, "name": "jq"}`, `{"script": ""}`},
-		"hibernate": {`{"until_epoch_s": 1764410000.5}`, `{"until_epoch_s": -1e308}`},
-		"update":    {`{"version": "1.2.3", "url": "https://example.invalid/nymph", "sha256": "00"}`, `{"version": ""}`},
-		"run": {
+		operator.PathSetup:     {`{"script": "apt-get install -y jq", "sudo": true, "refresh_capabilities": true, "name": "jq"}`, `{"script": ""}`},
+		operator.PathHibernate: {`{"until_epoch_s": 1764410000.5}`, `{"until_epoch_s": -1e308}`},
+		operator.PathUpdate:    {`{"version": "1.2.3", "url": "https://example.invalid/nymph", "sha256": "00"}`, `{"version": ""}`},
+		operator.PathInvocations: {
 			`{"queue": "default", "function": {"module": "m", "qualname": "f"}, "run_config": {}, "args_blob": "AAE=", "required_tags": ["gpu=1"]}`,
 			`{"function": {}, "script": "", "as_user": "root"}`,
 		},
@@ -73,11 +56,11 @@ func FuzzOperatorBody(f *testing.F) {
 	f.Fuzz(func(t *testing.T, routeIndex uint8, body []byte) {
 		route := operatorRoutes[int(routeIndex)%len(operatorRoutes)]
 		fx := newFuzzFixture(t)
-		ev, err := operatorEvent(route, fx.worker, body, fx.next+1)
+		req, err := operatorRequest(route, fx.worker, body)
 		if err != nil {
 			return // 400 malformed request body
 		}
-		r := fx.step(t, ev)
+		r := fx.step(t, req)
 		switch r.Status {
 		case plane.StatusOK, plane.StatusBadRequest, plane.StatusNotFound, plane.StatusConflict,
 			plane.StatusUnprocessableEntity, plane.StatusServiceUnavailable:

@@ -13,6 +13,7 @@ import (
 	"github.com/nymphd/nymph/wirecore/operator"
 	"github.com/nymphd/nymph/wirecore/plane"
 	"github.com/nymphd/nymph/wirecore/wire"
+	"github.com/tinylib/msgp/msgp"
 )
 
 func (s *Server) routes() {
@@ -21,10 +22,10 @@ func (s *Server) routes() {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	m.HandleFunc("POST "+wire.PathHello, s.daemon(s.hello))
-	m.HandleFunc("POST "+wire.PathPoll, s.daemon(s.poll))
-	m.HandleFunc("POST "+wire.PathAck, s.daemon(s.ack))
-	m.HandleFunc("POST "+wire.PatternExecResult, s.daemon(s.execResult))
+	m.HandleFunc("POST "+wire.PathHello, s.daemon(s.decoded("hello", MaxControlBody, helloRequest)))
+	m.HandleFunc("POST "+wire.PathPoll, s.daemon(s.decoded("poll", MaxControlBody, pollRequest)))
+	m.HandleFunc("POST "+wire.PathAck, s.daemon(s.decoded("ack", MaxResultBody, ackRequest)))
+	m.HandleFunc("POST "+wire.PatternExecResult, s.daemon(s.decoded("exec result", MaxResultBody, execResultRequest)))
 	m.HandleFunc("POST "+wire.PatternExecChunk, s.daemon(s.chunk))
 	m.HandleFunc("POST "+wire.PatternPresign, s.daemon(s.presign))
 	// The plane records no events or streamed results (docs/protocol.md,
@@ -140,61 +141,66 @@ func carriesCommands(r *plane.Reply) bool {
 	return ok && len(p.Commands) > 0
 }
 
-func (s *Server) hello(w http.ResponseWriter, r *http.Request, asJSON bool) {
-	body, ok := s.readBody(w, r, MaxControlBody, asJSON)
-	if !ok {
-		return
+// bodyRequest decodes a daemon route's body (JSON where asJSON) into the
+// request the core takes; execID is the path's {exec_id}, "" where the
+// route has none. The route's handler (decoded) and its fuzz target both
+// decode through it.
+type bodyRequest func(execID string, body []byte, asJSON bool) (plane.Request, error)
+
+// decoded serves a daemon route whose body is one core request: read under
+// limit, decoded by request, finished by the core; a body that does not
+// decode is a 400 "malformed <what>".
+func (s *Server) decoded(what string, limit int64, request bodyRequest) func(http.ResponseWriter, *http.Request, bool) {
+	return func(w http.ResponseWriter, r *http.Request, asJSON bool) {
+		body, ok := s.readBody(w, r, limit, asJSON)
+		if !ok {
+			return
+		}
+		req, err := request(r.PathValue("exec_id"), body, asJSON)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, asJSON, "malformed "+what+": "+err.Error())
+			return
+		}
+		s.finish(w, r, asJSON, req)
 	}
-	req, missing, err := decodeHello(body)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, asJSON, "malformed hello: "+err.Error())
-		return
-	}
-	s.finish(w, r, asJSON, plane.Hello{Body: req, Missing: missing})
 }
 
-// decodeHello reads a hello body: the first required key it lacks (then
+// helloRequest reads a hello body: the first required key it lacks (then
 // nothing else is decoded), else the request.
-func decodeHello(body []byte) (req wire.HelloRequest, missing string, err error) {
-	if missing, err = plane.MissingHelloField(body); err != nil || missing != "" {
-		return req, missing, err
+func helloRequest(_ string, body []byte, _ bool) (plane.Request, error) {
+	var req wire.HelloRequest
+	missing, err := plane.MissingHelloField(body)
+	if err == nil && missing == "" {
+		err = decodeMsgpack(body, &req)
 	}
-	return req, "", decodeMsgpack(body, &req)
+	return plane.Hello{Body: req, Missing: missing}, err
 }
 
-func (s *Server) poll(w http.ResponseWriter, r *http.Request, asJSON bool) {
-	body, ok := s.readBody(w, r, MaxControlBody, asJSON)
-	if !ok {
-		return
+// pollRequest and ackRequest read their bodies as msgpack alone.
+var (
+	pollRequest = fromMsgpack(func(b wire.PollRequest) plane.Request { return plane.Poll{Body: b} })
+	ackRequest  = fromMsgpack(func(b wire.Ack) plane.Request { return plane.Ack{Body: b} })
+)
+
+// fromMsgpack decodes a msgpack body into the route's body type (whatever
+// the content type says, as the protocol has these bodies in msgpack
+// only) and makes the route's request from it.
+func fromMsgpack[T any, P interface {
+	*T
+	msgp.Unmarshaler
+}](build func(T) plane.Request) bodyRequest {
+	return func(_ string, raw []byte, _ bool) (plane.Request, error) {
+		var body T
+		if err := decodeMsgpack(raw, P(&body)); err != nil {
+			return nil, err
+		}
+		return build(body), nil
 	}
-	var req wire.PollRequest
-	if err := decodeMsgpack(body, &req); err != nil {
-		writeError(w, http.StatusBadRequest, asJSON, "malformed poll: "+err.Error())
-		return
-	}
-	s.finish(w, r, asJSON, plane.Poll{Body: req})
 }
 
-func (s *Server) ack(w http.ResponseWriter, r *http.Request, asJSON bool) {
-	body, ok := s.readBody(w, r, MaxResultBody, asJSON)
-	if !ok {
-		return
-	}
-	var req wire.Ack
-	if err := decodeMsgpack(body, &req); err != nil {
-		writeError(w, http.StatusBadRequest, asJSON, "malformed ack: "+err.Error())
-		return
-	}
-	s.finish(w, r, asJSON, plane.Ack{Body: req})
-}
-
-// execResult takes the result as msgpack or, as docs/protocol.md, "Exec
-// result" allows, as JSON.
-func (s *Server) execResult(w http.ResponseWriter, r *http.Request, asJSON bool) {
-	body, ok := s.readBody(w, r, MaxResultBody, asJSON)
-	if !ok {
-		return
-	}
+// execResultRequest takes the result as msgpack or, as docs/protocol.md,
+// "Exec result" allows, as JSON.
+func execResultRequest(execID string, body []byte, asJSON bool) (plane.Request, error) {
 	var res wire.ExecResult
 	var err error
 	if asJSON {
@@ -202,12 +208,7 @@ func (s *Server) execResult(w http.ResponseWriter, r *http.Request, asJSON bool)
 	} else {
 		err = decodeMsgpack(body, &res)
 	}
-	if err != nil {
-		writeError(w, http.StatusBadRequest, asJSON, "malformed exec result: "+err.Error())
-		return
-	}
-	execID := r.PathValue("exec_id")
-	s.finish(w, r, asJSON, plane.ExecResult{ExecID: execID, Body: res})
+	return plane.ExecResult{ExecID: execID, Body: res}, err
 }
 
 // chunk takes raw log bytes, whatever the content type says.
@@ -235,13 +236,7 @@ func (s *Server) presign(w http.ResponseWriter, r *http.Request, asJSON bool) {
 		writeError(w, http.StatusNotImplemented, asJSON, "this control plane has no payload store")
 		return
 	}
-	var req wire.PresignRequest
-	var err error
-	if asJSON {
-		err = json.Unmarshal(body, &req)
-	} else {
-		err = decodeMsgpack(body, &req)
-	}
+	req, err := decodePresign(body, asJSON)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, asJSON, "malformed presign: "+err.Error())
 		return
@@ -265,6 +260,16 @@ func (s *Server) presign(w http.ResponseWriter, r *http.Request, asJSON bool) {
 	default:
 		_ = writeBody(w, http.StatusOK, asJSON, resp)
 	}
+}
+
+// decodePresign reads a presign body, JSON where asJSON, else msgpack.
+func decodePresign(body []byte, asJSON bool) (req wire.PresignRequest, err error) {
+	if asJSON {
+		err = json.Unmarshal(body, &req)
+	} else {
+		err = decodeMsgpack(body, &req)
+	}
+	return req, err
 }
 
 // adminError is an operator-route error body.

@@ -46,30 +46,11 @@ func newFuzzFixture(t testing.TB) *fuzzFixture {
 	return fx
 }
 
-// step applies one event and returns its answer (a Park counts as a
-// 200 to come).
-func (fx *fuzzFixture) step(t testing.TB, ev plane.Event) plane.Reply {
+// step applies one request, named by the fixture's next id, and returns
+// its answer (a Park counts as a 200 to come).
+func (fx *fuzzFixture) step(t testing.TB, req plane.Request) plane.Reply {
 	fx.next++
-	switch e := ev.(type) {
-	case plane.Hello:
-		e.Req = fx.next
-		ev = e
-	case plane.Poll:
-		e.Req = fx.next
-		ev = e
-	case plane.Ack:
-		e.Req = fx.next
-		ev = e
-	case plane.ExecResult:
-		e.Req = fx.next
-		ev = e
-	case plane.EnqueueExec:
-		e.Req = fx.next
-		ev = e
-	case plane.EnqueueRun:
-		e.Req = fx.next
-		ev = e
-	}
+	ev := req.Named(fx.next)
 	for _, eff := range fx.p.Step(fuzzT0, ev) {
 		switch e := eff.(type) {
 		case plane.Reply:
@@ -111,6 +92,17 @@ func checkAnswer(t *testing.T, r plane.Reply, asJSON bool) {
 	}
 }
 
+// checkRoute decodes body as the route's handler does (request) and, for a
+// body it would not refuse as malformed (400), checks the core's answer.
+func checkRoute(t *testing.T, request bodyRequest, execID string, body []byte, asJSON bool) {
+	t.Helper()
+	req, err := request(execID, body, asJSON)
+	if err != nil {
+		return // 400 malformed
+	}
+	checkAnswer(t, newFuzzFixture(t).step(t, req), asJSON)
+}
+
 func seedGoldens(f *testing.F, names ...string) {
 	for _, n := range names {
 		b, err := os.ReadFile(filepath.Join("..", "..", "wirecore", "wire", "testdata", n+".msgpack"))
@@ -135,14 +127,7 @@ func FuzzHelloBody(f *testing.F) {
 	f.Add([]byte{0xdf, 0xff, 0xff, 0xff, 0xff})
 	seedMsg(f, helloBody("m1"))
 	seedMsg(f, helloBody("m2"))
-	f.Fuzz(func(t *testing.T, body []byte) {
-		req, missing, err := decodeHello(body)
-		if err != nil {
-			return // 400 malformed hello
-		}
-		fx := newFuzzFixture(t)
-		checkAnswer(t, fx.step(t, plane.Hello{Body: req, Missing: missing}), false)
-	})
+	f.Fuzz(func(t *testing.T, body []byte) { checkRoute(t, helloRequest, "", body, false) })
 }
 
 func FuzzPollBody(f *testing.F) {
@@ -152,14 +137,7 @@ func FuzzPollBody(f *testing.F) {
 		Invocations:         []wire.InvocationStatus{{InvocationID: fx.invoke, State: wire.StateRunning, StartedAt: 1764410000.5}},
 		UpdatedCapabilities: &wire.Capabilities{Runners: []string{"process"}}})
 	seedMsg(f, &wire.PollRequest{WorkerID: fx.worker})
-	f.Fuzz(func(t *testing.T, body []byte) {
-		var req wire.PollRequest
-		if decodeMsgpack(body, &req) != nil {
-			return // 400 malformed poll
-		}
-		fx := newFuzzFixture(t)
-		checkAnswer(t, fx.step(t, plane.Poll{Body: req}), false)
-	})
+	f.Fuzz(func(t *testing.T, body []byte) { checkRoute(t, pollRequest, "", body, false) })
 }
 
 func FuzzAckBody(f *testing.F) {
@@ -168,14 +146,7 @@ func FuzzAckBody(f *testing.F) {
 	seedMsg(f, &wire.Ack{InvocationID: fx.invoke, State: wire.StateSucceeded, ResultBlob: wire.SharedBlob("ok"), WorkerID: fx.worker})
 	seedMsg(f, &wire.Ack{InvocationID: fx.invoke, State: wire.StateFailed, Error: &wire.ErrorInfo{TypeName: "ValueError", Message: "no"}})
 	seedMsg(f, &wire.Ack{InvocationID: "setup-01KBX3Z8Q0P4N7RJ2C5V6W9Y0Z", State: wire.StateSucceeded, WorkerID: fx.worker})
-	f.Fuzz(func(t *testing.T, body []byte) {
-		var req wire.Ack
-		if decodeMsgpack(body, &req) != nil {
-			return // 400 malformed ack
-		}
-		fx := newFuzzFixture(t)
-		checkAnswer(t, fx.step(t, plane.Ack{Body: req}), false)
-	})
+	f.Fuzz(func(t *testing.T, body []byte) { checkRoute(t, ackRequest, "", body, false) })
 }
 
 // FuzzExecResultBody fuzzes the body (msgpack or JSON, as the request's
@@ -194,18 +165,7 @@ func FuzzExecResultBody(f *testing.F) {
 	f.Add(true, fx.exec, []byte(`{"exit_code": 1e300, "duration_ms": -1}`))
 	f.Add(true, "a/b", []byte(`{}`))
 	f.Fuzz(func(t *testing.T, asJSON bool, execID string, body []byte) {
-		var res wire.ExecResult
-		var err error
-		if asJSON {
-			res, err = decodeExecResultJSON(body)
-		} else {
-			err = decodeMsgpack(body, &res)
-		}
-		if err != nil {
-			return // 400 malformed exec result
-		}
-		fx := newFuzzFixture(t)
-		checkAnswer(t, fx.step(t, plane.ExecResult{ExecID: execID, Body: res}), asJSON)
+		checkRoute(t, execResultRequest, execID, body, asJSON)
 	})
 }
 
@@ -221,16 +181,5 @@ func FuzzPresignBody(f *testing.F) {
 	f.Add(false, []byte{0xdf, 0xff, 0xff, 0xff, 0xff})
 	f.Add(true, []byte(`{"op": "put", "key": "job-1/args", "size": 5, "overwrite": true}`))
 	f.Add(true, []byte(`{"op": "get", "key": "../../nymph.db"}`))
-	f.Fuzz(func(t *testing.T, asJSON bool, body []byte) {
-		var req wire.PresignRequest
-		var err error
-		if asJSON {
-			err = json.Unmarshal(body, &req)
-		} else {
-			err = decodeMsgpack(body, &req)
-		}
-		if err != nil {
-			return
-		}
-	})
+	f.Fuzz(func(t *testing.T, asJSON bool, body []byte) { _, _ = decodePresign(body, asJSON) })
 }
