@@ -196,36 +196,29 @@ func renameRunConfigKeys() string {
 }
 
 func (s *Store) migrate(ctx context.Context) error {
-	s.writeMu.Lock()
-	defer s.writeMu.Unlock()
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("sqlstore: migrate %s: begin: %w", s.path, err)
-	}
-	defer tx.Rollback()
 	var version int
-	if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
-		return fmt.Errorf("sqlstore: migrate %s: read version: %w", s.path, err)
-	}
-	if version > len(migrations) {
-		return fmt.Errorf("sqlstore: %s has schema version %d, newer than this binary's %d", s.path, version, len(migrations))
-	}
-	for i := version; i < len(migrations); i++ {
-		if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
-			return fmt.Errorf("sqlstore: migrate %s to version %d: %w", s.path, i+1, err)
+	err := s.write(ctx, "migrate "+s.path, func(tx *sql.Tx) error {
+		if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
+			return fmt.Errorf("sqlstore: migrate %s: read version: %w", s.path, err)
 		}
-	}
-	// PRAGMA takes no bound parameters; the value is our own integer.
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, len(migrations))); err != nil {
-		return fmt.Errorf("sqlstore: migrate %s: set version: %w", s.path, err)
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlstore: migrate %s: commit: %w", s.path, err)
-	}
-	if version != len(migrations) {
+		if version > len(migrations) {
+			return fmt.Errorf("sqlstore: %s has schema version %d, newer than this binary's %d", s.path, version, len(migrations))
+		}
+		for i := version; i < len(migrations); i++ {
+			if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
+				return fmt.Errorf("sqlstore: migrate %s to version %d: %w", s.path, i+1, err)
+			}
+		}
+		// PRAGMA takes no bound parameters; the value is our own integer.
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, len(migrations))); err != nil {
+			return fmt.Errorf("sqlstore: migrate %s: set version: %w", s.path, err)
+		}
+		return nil
+	})
+	if err == nil && version != len(migrations) {
 		s.log.Info("sqlstore: schema ready", "path", s.path, "from", version, "to", len(migrations))
 	}
-	return nil
+	return err
 }
 
 // Apply writes a batch in one transaction: upserts (workers, commands,
@@ -236,18 +229,30 @@ func (s *Store) Apply(ctx context.Context, b plane.Batch) error {
 	if b.Empty() {
 		return nil
 	}
+	return s.write(ctx, "apply to "+s.path, func(tx *sql.Tx) error {
+		if err := applyBatch(ctx, tx, &b); err != nil {
+			return fmt.Errorf("sqlstore: apply to %s: %w", s.path, err)
+		}
+		return nil
+	})
+}
+
+// write runs fill in one write transaction, committed when fill returns
+// nil and rolled back otherwise; what names the work in errors. Writers
+// of this process take turns (writeMu).
+func (s *Store) write(ctx context.Context, what string, fill func(*sql.Tx) error) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("sqlstore: apply to %s: begin: %w", s.path, err)
+		return fmt.Errorf("sqlstore: %s: begin: %w", what, err)
 	}
 	defer tx.Rollback()
-	if err := applyBatch(ctx, tx, &b); err != nil {
-		return fmt.Errorf("sqlstore: apply to %s: %w", s.path, err)
+	if err := fill(tx); err != nil {
+		return err
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlstore: apply to %s: commit: %w", s.path, err)
+		return fmt.Errorf("sqlstore: %s: commit: %w", what, err)
 	}
 	return nil
 }

@@ -28,6 +28,16 @@ func open(t *testing.T, dir string) *Store {
 	return s
 }
 
+// load is everything s holds.
+func load(t *testing.T, s *Store) plane.Snapshot {
+	t.Helper()
+	snap, err := s.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
 // TestStore holds the store to what every planeserver.Store must do.
 func TestStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) planeserver.Store { return open(t, t.TempDir()) })
@@ -43,10 +53,7 @@ func TestLoadIsOldestFirst(t *testing.T) {
 	if err := s.Apply(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	snap, err := s.Load(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap := load(t, s)
 	var got []string
 	for _, c := range snap.Commands {
 		got = append(got, c.ID)
@@ -92,11 +99,7 @@ func TestReopenKeepsSchemaAndData(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	s2 := open(t, dir)
-	snap, err := s2.Load(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap := load(t, open(t, dir))
 	if len(snap.Workers) != 1 || len(snap.Commands) != 2 || len(snap.Execs) != 1 {
 		t.Fatalf("after reopen: %+v", snap)
 	}
@@ -142,10 +145,7 @@ func TestCrashLosesNothingApplied(t *testing.T) {
 	cmd.Wait()
 
 	s := open(t, dir)
-	snap, err := s.Load(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap := load(t, s)
 	if len(snap.Commands) < acked {
 		t.Fatalf("after kill -9: %d commands stored, %d were acknowledged", len(snap.Commands), acked)
 	}
@@ -263,11 +263,7 @@ func TestVersion1RunConfigKeysSurvive(t *testing.T) {
 	}
 	db.Close()
 
-	s := open(t, dir)
-	snap, err := s.Load(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap := load(t, open(t, dir))
 	got := map[string]wire.RunConfig{}
 	for _, inv := range snap.Invocations {
 		got[inv.ID] = inv.RunConfig
