@@ -75,26 +75,21 @@ func (f *Flags) Apply(c *Config, getenv func(string) string) error {
 	if c.Daemon.Queue == "" {
 		c.Daemon.Queue = daemon.DefaultQueue
 	}
-	if f.Server != nil {
-		c.Server.URL = *f.Server
-	}
-	if f.TokenFile != nil {
-		c.Server.TokenFile = *f.TokenFile
-	}
-	if f.Workdir != nil {
-		c.Runtime.Workdir = *f.Workdir
-	}
-	if f.MaxInvocations != nil {
-		c.Runtime.MaxInvocations = *f.MaxInvocations
-	}
-	if f.KeepAliveS != nil {
-		c.Runtime.KeepAliveS = *f.KeepAliveS
-	}
-	if f.LogFormat != nil {
-		c.Log.Format = *f.LogFormat
-	}
+	override(&c.Server.URL, f.Server)
+	override(&c.Server.TokenFile, f.TokenFile)
+	override(&c.Runtime.Workdir, f.Workdir)
+	override(&c.Runtime.MaxInvocations, f.MaxInvocations)
+	override(&c.Runtime.KeepAliveS, f.KeepAliveS)
+	override(&c.Log.Format, f.LogFormat)
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("daemonconfig: flags: %w", err)
 	}
 	return nil
+}
+
+// override sets *dst to the flag's value when the flag was given.
+func override[T any](dst *T, flag *T) {
+	if flag != nil {
+		*dst = *flag
+	}
 }

@@ -62,19 +62,11 @@ func BenchmarkBackToBackTrue(b *testing.B) {
 				wakes.Add(1)
 			}
 		}
-		cfg := daemon.DefaultConfig()
-		cfg.MachineID, cfg.Hostname, cfg.Workdir = "bench", "bench", b.TempDir()
-		sigs := make(chan daemon.SignalKind, 1)
-		opt := Options{
-			Machine:   daemon.New(cfg, rand.New(rand.NewPCG(1, 2))),
-			Transport: p,
-			Exec: func(ctx context.Context, ex wire.Exec, o shellexec.Options) wire.ExecResult {
-				res := shellexec.Run(ctx, ex, o)
-				lastExit.Store(time.Now().UnixNano())
-				return res
-			},
-			ExecOptions: shellexec.Options{DefaultWorkdir: cfg.Workdir},
-			Signals:     sigs,
+		opt, sigs := benchOptions(b, p)
+		opt.Exec = func(ctx context.Context, ex wire.Exec, o shellexec.Options) wire.ExecResult {
+			res := shellexec.Run(ctx, ex, o)
+			lastExit.Store(time.Now().UnixNano())
+			return res
 		}
 		// The last result is awaited on a channel, not by polling, so the
 		// harness adds no wakeups of its own to the daemon's.
@@ -123,15 +115,7 @@ func BenchmarkPairedTrue(b *testing.B) {
 		b.Skip("bash is needed")
 	}
 	p := newPlane()
-	cfg := daemon.DefaultConfig()
-	cfg.MachineID, cfg.Hostname, cfg.Workdir = "bench", "bench", b.TempDir()
-	sigs := make(chan daemon.SignalKind, 1)
-	opt := Options{
-		Machine:     daemon.New(cfg, rand.New(rand.NewPCG(1, 2))),
-		Transport:   p,
-		ExecOptions: shellexec.Options{DefaultWorkdir: cfg.Workdir},
-		Signals:     sigs,
-	}
+	opt, sigs := benchOptions(b, p)
 	done := make(chan Result, 1)
 	go func() { done <- Run(context.Background(), opt) }()
 	p.waitUntil(func(p *plane) bool { return len(p.polls) > 0 })
@@ -167,4 +151,18 @@ func BenchmarkPairedTrue(b *testing.B) {
 	b.ReportMetric(float64(direct.Microseconds())/float64(b.N), "direct-µs/exec")
 	b.ReportMetric(float64(viaDaemon.Microseconds())/float64(b.N), "daemon-µs/exec")
 	b.ReportMetric(float64(direct)/float64(viaDaemon), "rate-ratio")
+}
+
+// benchOptions is the daemon both benchmarks run: a machine on a fresh
+// workdir, talking to p, stopped by a signal sent on sigs.
+func benchOptions(b *testing.B, p *plane) (opt Options, sigs chan daemon.SignalKind) {
+	cfg := daemon.DefaultConfig()
+	cfg.MachineID, cfg.Hostname, cfg.Workdir = "bench", "bench", b.TempDir()
+	sigs = make(chan daemon.SignalKind, 1)
+	return Options{
+		Machine:     daemon.New(cfg, rand.New(rand.NewPCG(1, 2))),
+		Transport:   p,
+		ExecOptions: shellexec.Options{DefaultWorkdir: cfg.Workdir},
+		Signals:     sigs,
+	}, sigs
 }

@@ -369,22 +369,8 @@ func (d *driver) sendHello(e daemon.SendHello) {
 	d.log.Info("hello", "machine_id", e.Request.MachineID, "tags", e.Request.Tags, "runners", e.Request.Capabilities.Runners)
 	go func() {
 		req := &transport.Request{Endpoint: wire.PathHello, Body: body, Lane: transport.LaneControl}
-		resp, err := d.opt.Transport.RoundTrip(d.bg, req)
-		res := daemon.HelloResult{Err: err}
-		if err == nil {
-			res.Status = resp.Status
-			if ok2xx(resp.Status) {
-				var hr wire.HelloResponse
-				if _, derr := hr.UnmarshalMsg(resp.Body); derr != nil {
-					res.Err = fmt.Errorf("daemonloop: decode hello response: %w", derr)
-				} else {
-					res.Response = &hr
-				}
-			} else {
-				res.Body = resp.Body
-			}
-		}
-		d.feed(res)
+		a := roundTripDecoded[wire.HelloResponse](d.bg, d.opt.Transport, req, "hello")
+		d.feed(daemon.HelloResult{Status: a.status, Response: a.response, Body: a.body, Err: a.err})
 	}()
 }
 
@@ -398,21 +384,8 @@ func (d *driver) sendPoll(e daemon.SendPoll) {
 	d.polls[e.Seq] = cancel
 	go func() {
 		req := &transport.Request{Endpoint: wire.PathPoll, Body: body, Lane: transport.LanePoll}
-		resp, err := d.opt.Transport.RoundTrip(ctx, req)
-		res := daemon.PollResult{Seq: e.Seq, Err: err}
-		if err == nil {
-			res.Status = resp.Status
-			if ok2xx(resp.Status) {
-				var pr wire.PollResponse
-				if _, derr := pr.UnmarshalMsg(resp.Body); derr != nil {
-					res.Err = fmt.Errorf("daemonloop: decode poll response: %w", derr)
-				} else {
-					res.Response = &pr
-				}
-			} else {
-				res.Body = resp.Body
-			}
-		}
+		a := roundTripDecoded[wire.PollResponse](ctx, d.opt.Transport, req, "poll")
+		res := daemon.PollResult{Seq: e.Seq, Status: a.status, Response: a.response, Body: a.body, Err: a.err}
 		d.feed(pollDone{res: res, cancel: cancel})
 	}()
 }
@@ -456,6 +429,39 @@ func answeredStatus(err error) int {
 		return se.Status
 	}
 	return 0
+}
+
+// answer is what a hello's or a poll's round trip tells the core: its
+// status, and the decoded response of a 2xx or the body of another.
+type answer[T any] struct {
+	status   int
+	response *T
+	body     []byte
+	err      error
+}
+
+// roundTripDecoded sends req and decodes a 2xx response into a T; what
+// names the response in a decoding error.
+func roundTripDecoded[T any, PT interface {
+	*T
+	UnmarshalMsg([]byte) ([]byte, error)
+}](ctx context.Context, tr transport.Transport, req *transport.Request, what string) answer[T] {
+	resp, err := tr.RoundTrip(ctx, req)
+	if err != nil {
+		return answer[T]{err: err}
+	}
+	a := answer[T]{status: resp.Status}
+	if !ok2xx(resp.Status) {
+		a.body = resp.Body
+		return a
+	}
+	var v T
+	if _, err := PT(&v).UnmarshalMsg(resp.Body); err != nil {
+		a.err = fmt.Errorf("daemonloop: decode %s response: %w", what, err)
+	} else {
+		a.response = &v
+	}
+	return a
 }
 
 func ok2xx(status int) bool { return status >= 200 && status <= 299 }

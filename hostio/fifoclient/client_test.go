@@ -23,8 +23,7 @@ import (
 var _ transport.Transport = (*Client)(nil)
 
 func TestRoundTrip(t *testing.T) {
-	dir := pipeDir(t)
-	mkpair(t, dir, transport.LanePoll)
+	dir := pollPair(t)
 	relay := startRelay(t, dir, transport.LanePoll, echo)
 	c := newClient(t, Config{Dir: dir})
 
@@ -56,8 +55,7 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func TestLargeBodiesBothWays(t *testing.T) {
-	dir := pipeDir(t)
-	mkpair(t, dir, transport.LanePoll)
+	dir := pollPair(t)
 	startRelay(t, dir, transport.LanePoll, func(req wire.RelayRequest) [][]byte {
 		return [][]byte{testkit.RelayIDReply(req.ID, 200, string(bytes.ToUpper(req.Body)))}
 	})
@@ -75,8 +73,7 @@ func TestLargeBodiesBothWays(t *testing.T) {
 }
 
 func TestLanesUseTheirOwnPair(t *testing.T) {
-	dir := pipeDir(t)
-	mkpair(t, dir, transport.LanePoll)
+	dir := pollPair(t)
 	mkpair(t, dir, transport.LaneControl)
 	ctl := startRelay(t, dir, transport.LaneControl, echo)
 	c := newClient(t, Config{Dir: dir})
@@ -99,8 +96,7 @@ func TestLanesUseTheirOwnPair(t *testing.T) {
 }
 
 func TestNoRelayIsATransportError(t *testing.T) {
-	dir := pipeDir(t)
-	mkpair(t, dir, transport.LanePoll)
+	dir := pollPair(t)
 	c := newClient(t, Config{Dir: dir})
 	_, err := c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/v1/daemon/poll"})
 	if !errors.Is(err, ErrNoRelay) || !errors.Is(err, unix.ENXIO) {
@@ -130,8 +126,7 @@ func TestRegularFileIsRefused(t *testing.T) {
 // A reply to a request the daemon gave up on arrives while it waits for the
 // next one: it is drained and discarded, and the right reply is taken.
 func TestStaleReplyFromTimedOutRequestIsSkipped(t *testing.T) {
-	dir := pipeDir(t)
-	mkpair(t, dir, transport.LanePoll)
+	dir := pollPair(t)
 	var first string
 	relay := startRelay(t, dir, transport.LanePoll, func(req wire.RelayRequest) [][]byte {
 		if first == "" {
@@ -167,14 +162,10 @@ func TestStaleReplyFromTimedOutRequestIsSkipped(t *testing.T) {
 func TestStaleBytesInPipeAreDrained(t *testing.T) {
 	for _, mode := range []ReplyMode{ReplyID, ReplyRaw} {
 		t.Run(string(mode), func(t *testing.T) {
-			dir := pipeDir(t)
-			mkpair(t, dir, transport.LanePoll)
+			dir := pollPair(t)
 			_, respPath := Paths(dir, transport.LanePoll)
-			holder, _, err := openFIFO(respPath, unix.O_RDWR) // keeps the stale bytes alive
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer holder.Close()
+			// Held, the pipe keeps the stale bytes alive.
+			holder := holdPipe(t, respPath)
 			stale := append(frame.Append(nil, testkit.RelayIDReply("old-1", 500, "stale")), 0, 0, 0x10) // and a fragment
 			if _, err := holder.Write(stale); err != nil {
 				t.Fatal(err)
@@ -198,8 +189,7 @@ func TestStaleBytesInPipeAreDrained(t *testing.T) {
 }
 
 func TestTimeoutAndCancel(t *testing.T) {
-	dir := pipeDir(t)
-	mkpair(t, dir, transport.LanePoll)
+	dir := pollPair(t)
 	got := make(chan string, 4)
 	startRelay(t, dir, transport.LanePoll, func(req wire.RelayRequest) [][]byte {
 		got <- req.ID
@@ -233,8 +223,7 @@ func TestTimeoutAndCancel(t *testing.T) {
 }
 
 func TestRelayErrors(t *testing.T) {
-	dir := pipeDir(t)
-	mkpair(t, dir, transport.LanePoll)
+	dir := pollPair(t)
 	startRelay(t, dir, transport.LanePoll, func(req wire.RelayRequest) [][]byte {
 		rr := wire.RelayReply{ID: req.ID, Body: []byte("upstream said no")}
 		switch req.Endpoint {
@@ -277,8 +266,7 @@ func TestRawReplies(t *testing.T) {
 		{fail(0, "dial tcp: refused", ""), nil, true},
 		{fail(422, "upstream answered 422", "\x82\xa5error\xa1x\xa5field\xa1y"), &transport.Response{Status: 422, Body: []byte("\x82\xa5error\xa1x\xa5field\xa1y")}, false},
 	}
-	dir := pipeDir(t)
-	mkpair(t, dir, transport.LanePoll)
+	dir := pollPair(t)
 	next := make(chan []byte, 1)
 	relay := startRelay(t, dir, transport.LanePoll, func(req wire.RelayRequest) [][]byte { return [][]byte{<-next} })
 	c := newClient(t, Config{Dir: dir, Replies: ReplyRaw})
@@ -302,8 +290,7 @@ func TestRawReplies(t *testing.T) {
 // Concurrent requests on one lane go one at a time, and each caller gets
 // the reply to its own request.
 func TestConcurrentRequestsOnALane(t *testing.T) {
-	dir := pipeDir(t)
-	mkpair(t, dir, transport.LanePoll)
+	dir := pollPair(t)
 	startRelay(t, dir, transport.LanePoll, echo)
 	c := newClient(t, Config{Dir: dir})
 	testkit.AcksAtOnce(t, c, 8, func(body string) string { return "/v1/daemon/ack|" + body })
@@ -313,8 +300,7 @@ func TestConcurrentRequestsOnALane(t *testing.T) {
 // in-process relay that answers at once: the cost the FIFO transport adds,
 // to set beside the spool transport's round trip.
 func BenchmarkRoundTrip(b *testing.B) {
-	dir := pipeDir(b)
-	mkpair(b, dir, transport.LanePoll)
+	dir := pollPair(b)
 	startRelay(b, dir, transport.LanePoll, echo)
 	c := newClient(b, Config{Dir: dir})
 	req := &transport.Request{Endpoint: "/v1/daemon/ack", Body: make([]byte, 256)}
@@ -330,20 +316,15 @@ func BenchmarkRoundTrip(b *testing.B) {
 // for StallTimeout, so our next frame is not read as the rest of the cut
 // one.
 func TestCutOffFrameClosesTheLane(t *testing.T) {
-	dir := pipeDir(t)
-	mkpair(t, dir, transport.LanePoll)
+	dir := pollPair(t)
 	reqPath, _ := Paths(dir, transport.LanePoll)
-	stuck, _, err := openFIFO(reqPath, unix.O_RDWR) // a relay that never reads
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stuck.Close()
+	holdPipe(t, reqPath) // a relay that never reads
 	c := newClient(t, Config{Dir: dir, Timeout: 100 * time.Millisecond})
 	big := make([]byte, 1<<20) // far more than a pipe buffer
 	if _, err := c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/v1/daemon/event", Body: big}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("first: err = %v, want a timeout", err)
 	}
-	_, err = c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/v1/daemon/poll"})
+	_, err := c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/v1/daemon/poll"})
 	if err == nil || !strings.Contains(err.Error(), "cut-off frame") {
 		t.Fatalf("second: err = %v, want the lane closed", err)
 	}
@@ -351,8 +332,7 @@ func TestCutOffFrameClosesTheLane(t *testing.T) {
 
 // A request waiting for its lane gives up when its context ends.
 func TestCancelWhileWaitingForTheLane(t *testing.T) {
-	dir := pipeDir(t)
-	mkpair(t, dir, transport.LanePoll)
+	dir := pollPair(t)
 	got := make(chan string, 1)
 	startRelay(t, dir, transport.LanePoll, func(req wire.RelayRequest) [][]byte {
 		got <- req.ID
@@ -380,8 +360,7 @@ func TestCancelWhileWaitingForTheLane(t *testing.T) {
 // relay's shutdown before it could): the client fails the request at once
 // instead of waiting for an id reply that cannot come.
 func TestRawRelayErrorFailsTheWaitingRequest(t *testing.T) {
-	dir := pipeDir(t)
-	mkpair(t, dir, transport.LanePoll)
+	dir := pollPair(t)
 	startRelay(t, dir, transport.LanePoll, func(req wire.RelayRequest) [][]byte {
 		b, _ := (&wire.RelayErrorReply{RelayError: wire.RelayFailure{Status: 503, Message: "relay shutting down"}}).MarshalMsg(nil)
 		return [][]byte{b}
@@ -410,13 +389,9 @@ func TestRelayExitFailsTheWaitingRequest(t *testing.T) {
 		{"frame left in the pipe", false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := pipeDir(t)
-			mkpair(t, dir, transport.LanePoll)
+			dir := pollPair(t)
 			reqPath, respPath := Paths(dir, transport.LanePoll)
-			dead, _, err := openFIFO(reqPath, unix.O_RDWR)
-			if err != nil {
-				t.Fatal(err)
-			}
+			dead := holdPipe(t, reqPath)
 			c := newClient(t, Config{Dir: dir, Timeout: time.Minute})
 			restarted := make(chan struct{})
 			defer func() { <-restarted }()
@@ -463,8 +438,7 @@ func TestRelayExitFailsTheWaitingRequest(t *testing.T) {
 // them again when a pipe was replaced under its name: a reply written to
 // the new resp pipe is read, not waited for on the old one.
 func TestPipesKeptAndAReplacedPairReopened(t *testing.T) {
-	dir := pipeDir(t)
-	mkpair(t, dir, transport.LanePoll)
+	dir := pollPair(t)
 	startRelay(t, dir, transport.LanePoll, echo)
 	c := newClient(t, Config{Dir: dir, Timeout: 10 * time.Second})
 	get := func() {

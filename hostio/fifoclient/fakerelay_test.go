@@ -136,6 +136,26 @@ func newClient(t testing.TB, cfg Config) *Client {
 	return c
 }
 
+// pollPair is a machine directory holding the poll lane's pipe pair.
+func pollPair(t testing.TB) string {
+	t.Helper()
+	dir := pipeDir(t)
+	mkpair(t, dir, transport.LanePoll)
+	return dir
+}
+
+// holdPipe opens a pipe read-write, as a relay holds it (or a daemon's
+// earlier reader did), until the test ends.
+func holdPipe(t testing.TB, path string) *os.File {
+	t.Helper()
+	f, _, err := openFIFO(path, unix.O_RDWR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
 func pipeDir(t testing.TB) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "machine-1")

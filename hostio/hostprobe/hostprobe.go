@@ -87,15 +87,7 @@ type Result struct {
 func Probe(ctx context.Context, env Env) Result {
 	var res Result
 	var wg sync.WaitGroup
-	run := func(f func(context.Context)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			pctx, cancel := context.WithTimeout(ctx, env.timeout())
-			defer cancel()
-			f(pctx)
-		}()
-	}
+	run := env.starter(ctx, &wg)
 	v := &res.Versions
 	v.Daemon = ptr(env.DaemonVersion)
 	v.Protocol = ptr(ProtocolVersion)
@@ -116,17 +108,21 @@ func Probe(ctx context.Context, env Env) Result {
 // Detect runs only the host detectors (for a capabilities refresh).
 func Detect(ctx context.Context, env Env) (tags, runners []string) {
 	var wg sync.WaitGroup
-	det := env.detectAll(ctx, func(f func(context.Context)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			pctx, cancel := context.WithTimeout(ctx, env.timeout())
-			defer cancel()
-			f(pctx)
-		}()
-	})
+	det := env.detectAll(ctx, env.starter(ctx, &wg))
 	wg.Wait()
 	return det.collect()
+}
+
+// starter returns a function that runs a probe in a goroutine wg counts,
+// bounded by env.Timeout.
+func (e Env) starter(ctx context.Context, wg *sync.WaitGroup) func(func(context.Context)) {
+	return func(f func(context.Context)) {
+		wg.Go(func() {
+			pctx, cancel := context.WithTimeout(ctx, e.timeout())
+			defer cancel()
+			f(pctx)
+		})
+	}
 }
 
 // detections holds each detector's finding in a fixed slot, so the merged
