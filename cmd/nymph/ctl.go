@@ -244,13 +244,19 @@ func ctlWorkers(ctx context.Context, c *ctlRun, args []string) int {
 		return st
 	}
 	ws, err := c.client.Workers(ctx)
+	return printList(c, ws, err, *asJSON, termtext.WriteWorkers)
+}
+
+// printList prints what a listing command fetched (unless err): as JSON
+// with --json, else as table writes it for now.
+func printList[T any](c *ctlRun, list T, err error, asJSON bool, table func(io.Writer, T, time.Time) error) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	if *asJSON {
-		err = termtext.WriteJSON(c.env.stdout, ws)
+	if asJSON {
+		err = termtext.WriteJSON(c.env.stdout, list)
 	} else {
-		err = termtext.WriteWorkers(c.env.stdout, ws, time.Now())
+		err = table(c.env.stdout, list, time.Now())
 	}
 	if err != nil {
 		return c.fail(err)
@@ -623,18 +629,7 @@ func ctlInvocations(ctx context.Context, c *ctlRun, args []string) int {
 		return c.showInvocation(ctx, pos[0], *wait, *asJSON)
 	}
 	invs, err := c.client.Invocations(ctx)
-	if err != nil {
-		return c.fail(err)
-	}
-	if *asJSON {
-		err = termtext.WriteJSON(c.env.stdout, invs)
-	} else {
-		err = termtext.WriteInvocations(c.env.stdout, invs, time.Now())
-	}
-	if err != nil {
-		return c.fail(err)
-	}
-	return 0
+	return printList(c, invs, err, *asJSON, termtext.WriteInvocations)
 }
 
 // showInvocation prints one invocation, after waiting for its end if asked.

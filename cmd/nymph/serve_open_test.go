@@ -32,26 +32,18 @@ func TestServeRefusesAnOpenNonLoopbackListen(t *testing.T) {
 	}
 }
 
-func TestServeMaxLargeBodiesMustBePositive(t *testing.T) {
-	for _, n := range []string{"0", "-2"} {
-		code, _, stderr := runServeOnce(t, "--data-dir", t.TempDir(), "--max-large-bodies", n)
-		if code != 2 || !strings.Contains(stderr, "--max-large-bodies "+n+": must be at least 1") {
-			t.Errorf("--max-large-bodies %s: exit %d, stderr %q", n, code, stderr)
+// TestServeCountsMustBePositive: --max-large-bodies and --max-workers
+// refuse zero and a negative count, and take 1.
+func TestServeCountsMustBePositive(t *testing.T) {
+	for flag, refused := range map[string][]string{"--max-large-bodies": {"0", "-2"}, "--max-workers": {"0", "-1"}} {
+		for _, n := range refused {
+			code, _, stderr := runServeOnce(t, "--data-dir", t.TempDir(), flag, n)
+			if code != 2 || !strings.Contains(stderr, flag+" "+n+": must be at least 1") {
+				t.Errorf("%s %s: exit %d, stderr %q", flag, n, code, stderr)
+			}
 		}
-	}
-	if code, _, stderr := runServeOnce(t, "--data-dir", filepath.Join(t.TempDir(), "data"), "--max-large-bodies", "1"); code != 0 {
-		t.Errorf("--max-large-bodies 1: exit %d, stderr %q", code, stderr)
-	}
-}
-
-func TestServeMaxWorkersMustBePositive(t *testing.T) {
-	for _, n := range []string{"0", "-1"} {
-		code, _, stderr := runServeOnce(t, "--data-dir", t.TempDir(), "--max-workers", n)
-		if code != 2 || !strings.Contains(stderr, "--max-workers "+n+": must be at least 1") {
-			t.Errorf("--max-workers %s: exit %d, stderr %q", n, code, stderr)
+		if code, _, stderr := runServeOnce(t, "--data-dir", filepath.Join(t.TempDir(), "data"), flag, "1"); code != 0 {
+			t.Errorf("%s 1: exit %d, stderr %q", flag, code, stderr)
 		}
-	}
-	if code, _, stderr := runServeOnce(t, "--data-dir", filepath.Join(t.TempDir(), "data"), "--max-workers", "1"); code != 0 {
-		t.Errorf("--max-workers 1: exit %d, stderr %q", code, stderr)
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nymphd/nymph/hostio/opclient"
 	"github.com/nymphd/nymph/internal/strictwire"
 	"github.com/nymphd/nymph/wirecore/operator"
 	"github.com/nymphd/nymph/wirecore/wire"
@@ -113,28 +113,6 @@ func (s *liveServe) post(path string, body []byte, hdr ...string) (int, []byte) 
 	return resp.StatusCode, b
 }
 
-func (s *liveServe) adminPost(path string, in, out any) {
-	s.t.Helper()
-	b, _ := json.Marshal(in)
-	req, _ := http.NewRequest("POST", s.url+path, bytes.NewReader(b))
-	req.Header.Set("Authorization", "Bearer "+s.admin)
-	req.Header.Set("Content-Type", wire.ContentTypeJSON)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 {
-		s.t.Fatalf("POST %s: %d %s", path, resp.StatusCode, body)
-	}
-	if out != nil {
-		if err := json.Unmarshal(body, out); err != nil {
-			s.t.Fatal(err)
-		}
-	}
-}
-
 func daemonHello(machine string) []byte {
 	one, ver := "1", "0.1.0"
 	b, _ := (&wire.HelloRequest{MachineID: machine, Label: machine, Tags: []string{},
@@ -152,8 +130,14 @@ func (s *liveServe) streamedExec(hdr ...string) *strictwire.Exec {
 	if err := strictwire.Decode(b, hello); err != nil || status != 200 || hello.WorkerID == nil {
 		s.t.Fatalf("hello: %d %v %q", status, err, b)
 	}
-	var acc operator.ExecAccepted
-	s.adminPost(strings.Replace(operator.PathExec, "{id}", *hello.WorkerID, 1), operator.ExecRequest{Command: "uname -a", Stream: true}, &acc)
+	ops, err := opclient.New(s.url, s.admin, nil)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	acc, err := ops.Exec(context.Background(), *hello.WorkerID, operator.ExecRequest{Command: "uname -a", Stream: true})
+	if err != nil {
+		s.t.Fatal(err)
+	}
 	poll, _ := (&wire.PollRequest{WorkerID: *hello.WorkerID, TimeoutS: 0}).MarshalMsg(nil)
 	status, b = s.post(wire.PathPoll, poll, hdr...)
 	resp := &strictwire.PollResponse{}

@@ -143,6 +143,20 @@ func (c *Client) do(ctx context.Context, method, p string, query url.Values, in,
 	return nil
 }
 
+// get fetches the route's JSON answer as a T.
+func get[T any](ctx context.Context, c *Client, p string, query url.Values) (T, error) {
+	var out T
+	err := c.do(ctx, http.MethodGet, p, query, nil, &out)
+	return out, err
+}
+
+// post sends in as the route's JSON body and reads its answer as a T.
+func post[T any](ctx context.Context, c *Client, p string, in any) (T, error) {
+	var out T
+	err := c.do(ctx, http.MethodPost, p, nil, in, &out)
+	return out, err
+}
+
 // errorMessage extracts operator.Error.Error, else quotes the body's start.
 func errorMessage(data []byte) string {
 	var e operator.Error
@@ -158,30 +172,22 @@ func errorMessage(data []byte) string {
 
 // Workers lists every registered worker.
 func (c *Client) Workers(ctx context.Context) ([]operator.Worker, error) {
-	var ws []operator.Worker
-	err := c.do(ctx, http.MethodGet, operator.PathWorkers, nil, nil, &ws)
-	return ws, err
+	return get[[]operator.Worker](ctx, c, operator.PathWorkers, nil)
 }
 
 // Worker fetches one worker.
 func (c *Client) Worker(ctx context.Context, id string) (operator.Worker, error) {
-	var w operator.Worker
-	err := c.do(ctx, http.MethodGet, path(operator.PathWorker, id), nil, nil, &w)
-	return w, err
+	return get[operator.Worker](ctx, c, path(operator.PathWorker, id), nil)
 }
 
 // Exec queues an exec on a worker.
 func (c *Client) Exec(ctx context.Context, worker string, req operator.ExecRequest) (operator.ExecAccepted, error) {
-	var a operator.ExecAccepted
-	err := c.do(ctx, http.MethodPost, path(operator.PathExec, worker), nil, req, &a)
-	return a, err
+	return post[operator.ExecAccepted](ctx, c, path(operator.PathExec, worker), req)
 }
 
 // ExecStatus fetches an exec's state and, once posted, its result.
 func (c *Client) ExecStatus(ctx context.Context, execID string) (operator.ExecStatus, error) {
-	var s operator.ExecStatus
-	err := c.do(ctx, http.MethodGet, path(operator.PathExecStatus, execID), nil, nil, &s)
-	return s, err
+	return get[operator.ExecStatus](ctx, c, path(operator.PathExecStatus, execID), nil)
 }
 
 // Logs fetches the exec's streamed output from offset; a positive wait asks
@@ -191,71 +197,51 @@ func (c *Client) Logs(ctx context.Context, execID string, offset int64, wait tim
 	if wait > 0 {
 		q.Set("wait_s", strconv.FormatFloat(wait.Seconds(), 'f', -1, 64))
 	}
-	var p operator.LogsPage
-	err := c.do(ctx, http.MethodGet, path(operator.PathExecLogs, execID), q, nil, &p)
-	return p, err
+	return get[operator.LogsPage](ctx, c, path(operator.PathExecLogs, execID), q)
 }
 
 // Setup appends a setup script to a worker's pending-setup FIFO.
 func (c *Client) Setup(ctx context.Context, worker string, req operator.SetupRequest) (operator.CommandAccepted, error) {
-	var a operator.CommandAccepted
-	err := c.do(ctx, http.MethodPost, path(operator.PathSetup, worker), nil, req, &a)
-	return a, err
+	return post[operator.CommandAccepted](ctx, c, path(operator.PathSetup, worker), req)
 }
 
 // Hibernate sends a worker to sleep until req.UntilEpochS.
 func (c *Client) Hibernate(ctx context.Context, worker string, req operator.HibernateRequest) (operator.CommandAccepted, error) {
-	var a operator.CommandAccepted
-	err := c.do(ctx, http.MethodPost, path(operator.PathHibernate, worker), nil, req, &a)
-	return a, err
+	return post[operator.CommandAccepted](ctx, c, path(operator.PathHibernate, worker), req)
 }
 
 // Reset queues a reset_backoff for a worker.
 func (c *Client) Reset(ctx context.Context, worker string) (operator.CommandAccepted, error) {
-	var a operator.CommandAccepted
-	err := c.do(ctx, http.MethodPost, path(operator.PathReset, worker), nil, struct{}{}, &a)
-	return a, err
+	return post[operator.CommandAccepted](ctx, c, path(operator.PathReset, worker), struct{}{})
 }
 
 // Update queues an ota_update for a worker.
 func (c *Client) Update(ctx context.Context, worker string, req operator.UpdateRequest) (operator.CommandAccepted, error) {
-	var a operator.CommandAccepted
-	err := c.do(ctx, http.MethodPost, path(operator.PathUpdate, worker), nil, req, &a)
-	return a, err
+	return post[operator.CommandAccepted](ctx, c, path(operator.PathUpdate, worker), req)
 }
 
 // RotateKey queues a rotate_key for a worker.
 func (c *Client) RotateKey(ctx context.Context, worker string) (operator.CommandAccepted, error) {
-	var a operator.CommandAccepted
-	err := c.do(ctx, http.MethodPost, path(operator.PathRotateKey, worker), nil, struct{}{}, &a)
-	return a, err
+	return post[operator.CommandAccepted](ctx, c, path(operator.PathRotateKey, worker), struct{}{})
 }
 
 // Run queues a function invocation.
 func (c *Client) Run(ctx context.Context, req operator.RunRequest) (operator.Invocation, error) {
-	var inv operator.Invocation
-	err := c.do(ctx, http.MethodPost, operator.PathInvocations, nil, req, &inv)
-	return inv, err
+	return post[operator.Invocation](ctx, c, operator.PathInvocations, req)
 }
 
 // Invocations lists every invocation.
 func (c *Client) Invocations(ctx context.Context) ([]operator.Invocation, error) {
-	var invs []operator.Invocation
-	err := c.do(ctx, http.MethodGet, operator.PathInvocations, nil, nil, &invs)
-	return invs, err
+	return get[[]operator.Invocation](ctx, c, operator.PathInvocations, nil)
 }
 
 // Invocation fetches one invocation.
 func (c *Client) Invocation(ctx context.Context, id string) (operator.Invocation, error) {
-	var inv operator.Invocation
-	err := c.do(ctx, http.MethodGet, path(operator.PathInvocation, id), nil, nil, &inv)
-	return inv, err
+	return get[operator.Invocation](ctx, c, path(operator.PathInvocation, id), nil)
 }
 
 // Kill asks the control plane to kill an invocation; a running one is
 // refused with 409 because the protocol has no cancel command.
 func (c *Client) Kill(ctx context.Context, id string) (operator.Invocation, error) {
-	var inv operator.Invocation
-	err := c.do(ctx, http.MethodPost, path(operator.PathKill, id), nil, struct{}{}, &inv)
-	return inv, err
+	return post[operator.Invocation](ctx, c, path(operator.PathKill, id), struct{}{})
 }
