@@ -245,6 +245,15 @@ func decodeRelayError(t testing.TB, p []byte) wire.RelayFailure {
 	return r.RelayError
 }
 
+// wantPipes fails the test unless the relay pumps that many pipes and has
+// refused that many.
+func wantPipes(t testing.TB, rl *Relay, pumps, refused int) {
+	t.Helper()
+	if p, r := rl.metrics.pumps.Load(), rl.metrics.errs[errPipeRefused].Load(); p != int64(pumps) || r != uint64(refused) {
+		t.Fatalf("pumps = %d, refused = %d, want %d and %d", p, r, pumps, refused)
+	}
+}
+
 // prefixWithPair makes a prefix that holds one machine directory, m1, with
 // a main-lane pair, for a test that acts before the relay starts.
 func prefixWithPair(t testing.TB) (prefix, dir string) {

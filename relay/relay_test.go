@@ -207,20 +207,13 @@ func TestSymlinkEscapeRefused(t *testing.T) {
 	os.Symlink(filepath.Join(prefix, "real", "req.fifo"), filepath.Join(linked, "req.fifo"))
 	unix.Mkfifo(filepath.Join(linked, "resp.fifo"), 0o600)
 	rl, _, _ := startRelay(t, prefix, fp.URL, nil)
-	if got := rl.metrics.pumps.Load(); got != 1 {
-		t.Fatalf("pumps = %d, want only the real pair", got)
-	}
-	if got := rl.metrics.errs[errPipeRefused].Load(); got != 2 {
-		t.Fatalf("refused = %d, want 2", got)
-	}
+	wantPipes(t, rl, 1, 2)
 	// A symlink escape appearing later is refused as well.
 	other := filepath.Join(t.TempDir(), "later")
 	makePair(t, other, "")
 	os.Symlink(other, filepath.Join(prefix, "later"))
 	testkit.WaitUntil(t, deadline, "the later escape refused", func() bool { return rl.metrics.errs[errPipeRefused].Load() == 3 })
-	if got := rl.metrics.pumps.Load(); got != 1 {
-		t.Fatalf("pumps = %d after a later escape", got)
-	}
+	wantPipes(t, rl, 1, 3)
 }
 
 func TestWorldWritableRefused(t *testing.T) {
@@ -233,12 +226,7 @@ func TestWorldWritableRefused(t *testing.T) {
 	makePair(t, pipeDir, "")
 	os.Chmod(filepath.Join(pipeDir, "req.fifo"), 0o666)
 	rl, _, _ := startRelay(t, prefix, fp.URL, nil)
-	if got := rl.metrics.pumps.Load(); got != 0 {
-		t.Fatalf("pumps = %d, want 0", got)
-	}
-	if got := rl.metrics.errs[errPipeRefused].Load(); got != 2 {
-		t.Fatalf("refused = %d, want 2", got)
-	}
+	wantPipes(t, rl, 0, 2)
 	rl2, _, _ := startRelay(t, prefix, fp.URL, func(c *Config) { c.AllowSharedWriters = true })
 	if got := rl2.metrics.pumps.Load(); got != 2 {
 		t.Fatalf("with --allow-shared-writers pumps = %d, want 2", got)
@@ -966,10 +954,5 @@ func TestRelativeSymlinkPipeRefused(t *testing.T) {
 	}
 	fp := newFakePlane(t)
 	rl, _, _ := startRelay(t, prefix, fp.URL, nil)
-	if got := rl.metrics.pumps.Load(); got != 1 {
-		t.Fatalf("pumps = %d, want only the real pair", got)
-	}
-	if got := rl.metrics.errs[errPipeRefused].Load(); got != 1 {
-		t.Fatalf("refused = %d, want the linked pair", got)
-	}
+	wantPipes(t, rl, 1, 1)
 }

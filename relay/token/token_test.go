@@ -39,35 +39,28 @@ func TestRotation(t *testing.T) {
 	if got := s.Token(); got != "first" {
 		t.Fatalf("token = %q, want trimmed %q", got, "first")
 	}
-	write(t, path, "second\n", 0o600)
-	if got := s.Token(); got != "first" {
-		t.Fatalf("re-read before the interval: %q", got)
-	}
-	c.t = c.t.Add(time.Second)
-	if got := s.Token(); got != "second" {
-		t.Fatalf("after rotation: %q", got)
-	}
-	// A rewrite in progress (empty file) keeps the token.
-	write(t, path, "\n", 0o600)
-	c.t = c.t.Add(time.Second)
-	if got := s.Token(); got != "second" {
-		t.Fatalf("empty read: %q", got)
-	}
-	// So does a missing file or one others may read.
-	os.Remove(path)
-	c.t = c.t.Add(time.Second)
-	if got := s.Token(); got != "second" {
-		t.Fatalf("missing file: %q", got)
-	}
-	write(t, path, "third", 0o644)
-	c.t = c.t.Add(time.Second)
-	if got := s.Token(); got != "second" {
-		t.Fatalf("shared file: %q", got)
-	}
-	write(t, path, "third", 0o400)
-	c.t = c.t.Add(time.Second)
-	if got := s.Token(); got != "third" {
-		t.Fatalf("private again: %q", got)
+	for _, step := range []struct {
+		what    string
+		change  func()
+		advance bool // past the re-read interval
+		want    string
+	}{
+		{"re-read before the interval", func() { write(t, path, "second\n", 0o600) }, false, "first"},
+		{"after rotation", func() {}, true, "second"},
+		// A rewrite in progress (empty file) keeps the token.
+		{"empty read", func() { write(t, path, "\n", 0o600) }, true, "second"},
+		// So does a missing file or one others may read.
+		{"missing file", func() { os.Remove(path) }, true, "second"},
+		{"shared file", func() { write(t, path, "third", 0o644) }, true, "second"},
+		{"private again", func() { write(t, path, "third", 0o400) }, true, "third"},
+	} {
+		step.change()
+		if step.advance {
+			c.t = c.t.Add(time.Second)
+		}
+		if got := s.Token(); got != step.want {
+			t.Fatalf("%s: token = %q, want %q", step.what, got, step.want)
+		}
 	}
 }
 

@@ -86,6 +86,14 @@ func (t *Transport) idleConns() int {
 	return t.nIdle
 }
 
+// wantIdle fails the test unless tr keeps n connections for reuse.
+func wantIdle(t testing.TB, tr *Transport, n int, when string) {
+	t.Helper()
+	if got := tr.idleConns(); got != n {
+		t.Fatalf("%d idle connections %s, want %d", got, when, n)
+	}
+}
+
 func echo(w http.ResponseWriter, r *http.Request) {
 	data, _ := io.ReadAll(r.Body)
 	fmt.Fprintf(w, "%s %s", r.URL.Path, data)
@@ -102,9 +110,7 @@ func TestRequestsReuseOneConnection(t *testing.T) {
 	if n := u.accepted.Load(); n != 1 {
 		t.Fatalf("%d connections for 5 sequential requests, want 1", n)
 	}
-	if n := tr.idleConns(); n != 1 {
-		t.Fatalf("%d idle connections, want 1", n)
-	}
+	wantIdle(t, tr, 1, "after sequential requests")
 }
 
 // Idle connections are kept per address: a request to one upstream never
@@ -123,13 +129,9 @@ func TestIdleConnectionsArePerAddress(t *testing.T) {
 	if na, nb := a.accepted.Load(), b.accepted.Load(); na != 1 || nb != 1 {
 		t.Fatalf("connections accepted: %d and %d, want one each", na, nb)
 	}
-	if n := tr.idleConns(); n != 2 {
-		t.Fatalf("%d idle connections, want 2", n)
-	}
+	wantIdle(t, tr, 2, "after a request to each upstream")
 	tr.CloseIdleConnections()
-	if n := tr.idleConns(); n != 0 {
-		t.Fatalf("%d idle connections after CloseIdleConnections, want 0", n)
-	}
+	wantIdle(t, tr, 0, "after CloseIdleConnections")
 }
 
 func TestConnectionClosedWhileIdleIsNotUsed(t *testing.T) {
@@ -166,9 +168,7 @@ func TestCancelInterruptsAQuietUpstream(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("cancel took %v", d)
 	}
-	if n := tr.idleConns(); n != 0 {
-		t.Fatalf("an interrupted connection was kept (%d idle)", n)
-	}
+	wantIdle(t, tr, 0, "after an interrupted connection")
 }
 
 func TestCancelDuringTheBodyClosesTheConnection(t *testing.T) {
@@ -190,9 +190,7 @@ func TestCancelDuringTheBodyClosesTheConnection(t *testing.T) {
 		t.Fatal("read a body past the cancel")
 	}
 	resp.Body.Close()
-	if n := tr.idleConns(); n != 0 {
-		t.Fatalf("an interrupted connection was kept (%d idle)", n)
-	}
+	wantIdle(t, tr, 0, "after an interrupted connection")
 }
 
 func TestConnectionBoundQueuesCallers(t *testing.T) {
@@ -239,17 +237,11 @@ func TestUnreadOrClosingResponsesAreNotReused(t *testing.T) {
 	}
 	resp.Body.Read(make([]byte, 10))
 	resp.Body.Close()
-	if n := tr.idleConns(); n != 0 {
-		t.Fatalf("a connection with an unread body was kept (%d idle)", n)
-	}
+	wantIdle(t, tr, 0, "after a body left unread")
 	call(t, tr, u.URL+"/close", "")
-	if n := tr.idleConns(); n != 0 {
-		t.Fatalf("a connection the upstream closes was kept (%d idle)", n)
-	}
+	wantIdle(t, tr, 0, "after the upstream closed its connection")
 	call(t, tr, u.URL+"/full", "")
-	if n := tr.idleConns(); n != 1 {
-		t.Fatalf("%d idle after a whole body, want 1", n)
-	}
+	wantIdle(t, tr, 1, "after a whole body")
 }
 
 func TestInformationalResponsesAreSkipped(t *testing.T) {
@@ -284,9 +276,7 @@ func TestChunkedReplyAndLargeStreamedRequest(t *testing.T) {
 	if string(data) != want || len(resp.TransferEncoding) == 0 {
 		t.Fatalf("reply %q (transfer %v), want %q chunked", data, resp.TransferEncoding, want)
 	}
-	if n := tr.idleConns(); n != 1 {
-		t.Fatalf("%d idle after a chunked reply, want 1", n)
-	}
+	wantIdle(t, tr, 1, "after a chunked reply")
 }
 
 func TestIdleConnectionsExpire(t *testing.T) {
@@ -303,13 +293,9 @@ func TestIdleConnectionsExpire(t *testing.T) {
 	if n := u.accepted.Load(); n != 2 {
 		t.Fatalf("%d connections, want 2: the one idle past the timeout is not reused", n)
 	}
-	if n := tr.idleConns(); n != 1 {
-		t.Fatalf("%d idle, want 1", n)
-	}
+	wantIdle(t, tr, 1, "once one is past the idle timeout")
 	tr.CloseIdleConnections()
-	if n := tr.idleConns(); n != 0 {
-		t.Fatalf("%d idle after CloseIdleConnections", n)
-	}
+	wantIdle(t, tr, 0, "after CloseIdleConnections")
 }
 
 func TestOnlyCleartextHTTP(t *testing.T) {
@@ -367,7 +353,5 @@ func TestAnswerBeforeTheBodyIsReturned(t *testing.T) {
 	if resp.StatusCode != http.StatusRequestEntityTooLarge || string(data) != "body over 1 KiB" {
 		t.Fatalf("reply %d %q", resp.StatusCode, data)
 	}
-	if n := tr.idleConns(); n != 0 {
-		t.Fatalf("kept a connection whose request was cut off (%d idle)", n)
-	}
+	wantIdle(t, tr, 0, "after a request cut off")
 }
