@@ -205,9 +205,10 @@ func runCtl(ctx context.Context, env *cliEnv, args []string) int {
 	return verb.run(ctx, c, top.Args()[1:])
 }
 
-// ctlPrepare parses a verb's flags, checks the count of positionals (want
-// exactly; rest only when allowRest) and connects. status >= 0 means stop.
-func (c *ctlRun) prepare(verb string, fs *flag.FlagSet, args []string, want int, allowRest bool) (pos, rest []string, status int) {
+// prepare parses a verb's flags, checks the count of positionals (want
+// exactly; rest only when allowRest), connects, and then refuses an empty
+// flag named in required. status >= 0 means stop.
+func (c *ctlRun) prepare(verb string, fs *flag.FlagSet, args []string, want int, allowRest bool, required ...string) (pos, rest []string, status int) {
 	pos, rest, status = c.parse(fs, args, want)
 	if status >= 0 {
 		return nil, nil, status
@@ -220,6 +221,11 @@ func (c *ctlRun) prepare(verb string, fs *flag.FlagSet, args []string, want int,
 	}
 	if st := c.connect(); st >= 0 {
 		return nil, nil, st
+	}
+	for _, name := range required {
+		if fs.Lookup(name).Value.String() == "" {
+			return nil, nil, c.usageErr(verb, "--%s is required", name)
+		}
 	}
 	return pos, rest, proceed
 }
@@ -375,12 +381,9 @@ func ctlSetup(ctx context.Context, c *ctlRun, args []string) int {
 	sudo := fs.Bool("sudo", false, "run the script as root")
 	refresh := fs.Bool("refresh-capabilities", false, "re-detect the host after the script succeeds")
 	name := fs.String("name", "", "a name for this setup step")
-	pos, _, st := c.prepare("setup", fs, args, 1, false)
+	pos, _, st := c.prepare("setup", fs, args, 1, false, "script")
 	if st >= 0 {
 		return st
-	}
-	if *script == "" {
-		return c.usageErr("setup", "--script is required")
 	}
 	body, err := readInput(c.env, *script)
 	if err != nil {
@@ -424,12 +427,9 @@ func parseUntil(s string, now time.Time) (time.Time, error) {
 func ctlHibernate(ctx context.Context, c *ctlRun, args []string) int {
 	fs := c.flags("hibernate")
 	until := fs.String("until", "", "wake at this time: RFC 3339 or +DURATION")
-	pos, _, st := c.prepare("hibernate", fs, args, 1, false)
+	pos, _, st := c.prepare("hibernate", fs, args, 1, false, "until")
 	if st >= 0 {
 		return st
-	}
-	if *until == "" {
-		return c.usageErr("hibernate", "--until is required")
 	}
 	t, err := parseUntil(*until, time.Now())
 	if err != nil {
@@ -478,14 +478,11 @@ func ctlUpdate(ctx context.Context, c *ctlRun, args []string) int {
 	version := fs.String("version", "", "the version to install")
 	url := fs.String("url", "", "where the worker downloads the binary")
 	sum := fs.String("sha256", "", "the binary's sha256, 64 hex characters")
-	pos, _, st := c.prepare("update", fs, args, 1, false)
+	pos, _, st := c.prepare("update", fs, args, 1, false, "version")
 	if st >= 0 {
 		return st
 	}
-	switch {
-	case *version == "":
-		return c.usageErr("update", "--version is required")
-	case !strings.HasPrefix(*url, "https://") && !strings.HasPrefix(*url, "http://"):
+	if !strings.HasPrefix(*url, "https://") && !strings.HasPrefix(*url, "http://") {
 		return c.usageErr("update", "--url must be an http(s) URL, got %q", *url)
 	}
 	if err := checkSHA256(*sum); err != nil {
