@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nymphd/nymph/hostio/procgroup"
+	"github.com/nymphd/nymph/wirecore/wire"
 )
 
 // ErrKilled is a child stopped because its context ended: the daemon's
@@ -65,4 +66,17 @@ func (c Child) Run(ctx context.Context) (exited, err error) {
 		return nil, fmt.Errorf("%s: wait: %w", c.Name, exited)
 	}
 	return exited, nil
+}
+
+// Unfinished is the outcome of a child that did not run to its end, as Run
+// reports it: killed for ErrKilled, else failed with the daemon's error
+// type. It is false when err is nil: then how the child ended decides.
+func Unfinished(err error) (Outcome, bool) {
+	switch {
+	case err == nil:
+		return Outcome{}, false
+	case errors.Is(err, ErrKilled):
+		return Killed(), true
+	}
+	return Failed(wire.ErrTypeDaemon, err.Error()), true
 }

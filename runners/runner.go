@@ -46,6 +46,14 @@ type Invocation struct {
 	Log   *slog.Logger
 }
 
+// Logger is inv.Log, or a logger that discards when it is nil.
+func (inv Invocation) Logger() *slog.Logger {
+	if inv.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return inv.Log
+}
+
 // Outcome is the terminal result of an invocation, ready to become an Ack.
 type Outcome struct {
 	State      string // wire.StateSucceeded, wire.StateFailed or wire.StateKilled

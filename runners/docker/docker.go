@@ -10,7 +10,6 @@ package docker
 import (
 	"cmp"
 	"context"
-	"errors"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -116,10 +115,7 @@ func (r *Runner) RunArgv(inv runners.Invocation) []string {
 	if dc == nil {
 		dc = &wire.DockerConfig{}
 	}
-	network := dc.Network
-	if network == "" {
-		network = DefaultNetwork
-	}
+	network := cmp.Or(dc.Network, DefaultNetwork)
 	argv := []string{"run", "--rm", "-i", "--runtime=" + r.runtime,
 		"--cidfile", filepath.Join(inv.Workdir, CIDFile),
 		"--network=" + network,
@@ -159,10 +155,7 @@ func HasUserFlag(args []string) bool {
 
 // Run implements runners.Runner.
 func (r *Runner) Run(ctx context.Context, inv runners.Invocation) runners.Outcome {
-	log := inv.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log := inv.Logger()
 	if inv.Run.RunConfig.Image == "" {
 		return runners.Failed(wire.ErrTypeImageRequired, "run_config.image is required by the "+r.kind+" runner")
 	}
@@ -179,11 +172,8 @@ func (r *Runner) Run(ctx context.Context, inv runners.Invocation) runners.Outcom
 	// docker refuses an existing cidfile; a redelivered run may leave one.
 	_ = os.Remove(filepath.Join(inv.Workdir, CIDFile))
 	exited, err := r.runClient(ctx, inv, env, log)
-	switch {
-	case errors.Is(err, runners.ErrKilled):
-		return runners.Killed()
-	case err != nil:
-		return runners.Failed(wire.ErrTypeDaemon, err.Error())
+	if o, unfinished := runners.Unfinished(err); unfinished {
+		return o
 	}
 	return runners.ReadOutcome(inv.Workdir, exited)
 }

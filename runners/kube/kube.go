@@ -84,10 +84,7 @@ func DeleteArgv(cfg *wire.KubeConfig, name string) []string {
 
 // Run implements runners.Runner.
 func (r *Runner) Run(ctx context.Context, inv runners.Invocation) runners.Outcome {
-	log := inv.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log := inv.Logger()
 	cfg := inv.Run.RunConfig.Kube
 	manifest, err := Manifest(inv, r.opt.Entry)
 	if err != nil {

@@ -9,7 +9,6 @@ package process
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -75,21 +74,16 @@ func Argv(run wire.Run, entry []string) []string {
 
 // Run implements runners.Runner.
 func (r *Runner) Run(ctx context.Context, inv runners.Invocation) runners.Outcome {
-	log := inv.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log := inv.Logger()
 	argv := Argv(inv.Run, inv.Entry)
 	if len(argv) == 0 {
 		return runners.Failed(wire.ErrTypeDaemon, "process runner: empty entry program")
 	}
 	exited, err := r.runChild(ctx, inv, argv, log)
-	switch {
-	case errors.Is(err, runners.ErrKilled):
-		return runners.Killed()
-	case err != nil:
-		return runners.Failed(wire.ErrTypeDaemon, err.Error())
-	case inv.Run.Script != nil:
+	if o, unfinished := runners.Unfinished(err); unfinished {
+		return o
+	}
+	if inv.Run.Script != nil {
 		return scriptOutcome(exited)
 	}
 	return runners.ReadOutcome(inv.Workdir, exited)

@@ -1,7 +1,6 @@
 package process
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -48,33 +46,15 @@ func TestArgv(t *testing.T) {
 	}
 }
 
-// logSink collects log records.
-type logSink struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logSink) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logSink) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 type fixture struct {
 	root string
 	reg  *runners.Registry
-	logs *logSink
+	logs *testkit.SyncBuffer
 }
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{root: filepath.Join(t.TempDir(), "udf"), logs: &logSink{}}
+	f := &fixture{root: filepath.Join(t.TempDir(), "udf"), logs: &testkit.SyncBuffer{}}
 	log := slog.New(slog.NewTextHandler(f.logs, nil))
 	rn := New(Options{KillGrace: 300 * time.Millisecond, DrainGrace: 300 * time.Millisecond})
 	f.reg = runners.NewRegistry(runners.Config{Root: f.root, Default: runners.KindProcess, Entry: []string{entryPath}, Log: log}, rn)

@@ -74,10 +74,7 @@ func Script(inv runners.Invocation) (string, error) {
 	if cfg == nil {
 		cfg = &wire.SlurmConfig{}
 	}
-	timeLimit := cfg.Time
-	if timeLimit == "" {
-		timeLimit = DefaultTime
-	}
+	timeLimit := cmp.Or(cfg.Time, DefaultTime)
 	directives := [][2]string{
 		{"job-name", "nymph-" + inv.Run.InvocationID},
 		{"chdir", inv.Workdir},
@@ -170,10 +167,7 @@ func SqueueArgv(jobID string) []string {
 
 // Run implements runners.Runner.
 func (r *Runner) Run(ctx context.Context, inv runners.Invocation) runners.Outcome {
-	log := inv.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log := inv.Logger()
 	script, err := Script(inv)
 	if err != nil {
 		return runners.Failed(wire.ErrTypeDaemon, err.Error())
