@@ -9,35 +9,16 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/nymphd/nymph/hostio/opclient"
 	"github.com/nymphd/nymph/internal/strictwire"
+	"github.com/nymphd/nymph/internal/testkit"
 	"github.com/nymphd/nymph/wirecore/operator"
 	"github.com/nymphd/nymph/wirecore/wire"
 	"github.com/tinylib/msgp/msgp"
 )
-
-// lockedBuffer is a bytes.Buffer written by serve's goroutine and read by
-// the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // liveServe is `nymph serve` running in this process on a free port.
 type liveServe struct {
@@ -57,7 +38,7 @@ func startServe(t *testing.T, args ...string) *liveServe {
 	if err := os.WriteFile(adminFile, []byte("admin-secret-w\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var out, errb lockedBuffer
+	var out, errb testkit.SyncBuffer // written by serve's goroutine
 	env := &cliEnv{stdin: strings.NewReader(""), stdout: &out, stderr: &errb,
 		getenv: func(string) string { return "" }, signals: make(chan os.Signal)}
 	ctx, cancel := context.WithCancel(context.Background())
