@@ -97,13 +97,25 @@ func answerAtOnce(w http.ResponseWriter, r *http.Request) {
 // answerAtOnce.
 const benchUpstreamEnv = "NYMPH_RELAY_BENCH_UPSTREAM"
 
+// roles are the processes this test binary also runs: a role runs instead
+// of the tests when its environment variable is set, and is given its value.
+var roles = []struct {
+	env string
+	run func(string)
+}{
+	{benchUpstreamEnv, serveBenchUpstream},
+	{seedDaemonEnv, seedDaemon},
+	{relayProcessEnv, relayProcess},
+	{latencyClientEnv, latencyClient},
+	{fifoEchoEnv, fifoEcho},
+}
+
 func TestMain(m *testing.M) {
-	if kind := os.Getenv(benchUpstreamEnv); kind != "" {
-		serveBenchUpstream(kind)
-		return
-	}
-	if runTestRole() || latencyRole() {
-		return
+	for _, r := range roles {
+		if v := os.Getenv(r.env); v != "" {
+			r.run(v)
+			return
+		}
 	}
 	os.Exit(m.Run())
 }

@@ -138,19 +138,6 @@ func startEchoProcess(b *testing.B, dir string) {
 	}
 }
 
-// latencyRole runs the latency benchmark's process roles.
-func latencyRole() bool {
-	if spec := os.Getenv(latencyClientEnv); spec != "" {
-		latencyClient(spec)
-		return true
-	}
-	if dir := os.Getenv(fifoEchoEnv); dir != "" {
-		fifoEcho(dir)
-		return true
-	}
-	return false
-}
-
 func latencyClient(spec string) {
 	f := strings.Split(spec, "|")
 	pairs, _ := strconv.Atoi(f[2])

@@ -33,20 +33,6 @@ const (
 	relayProcessEnv = "NYMPH_RELAY_TEST_RELAY_PROCESS" // prefix|upstream|token file
 )
 
-// runTestRole runs the role the environment names, if any, and reports
-// whether it did.
-func runTestRole() bool {
-	if dir := os.Getenv(seedDaemonEnv); dir != "" {
-		seedDaemon(dir)
-		return true
-	}
-	if spec := os.Getenv(relayProcessEnv); spec != "" {
-		relayProcess(spec)
-		return true
-	}
-	return false
-}
-
 // relayProcess runs a relay until SIGTERM, saying "ready" on stdout once
 // it pumps the pipes that exist.
 func relayProcess(spec string) {
