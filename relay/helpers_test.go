@@ -181,6 +181,15 @@ func (d daemonSide) roundTrip(t testing.TB, payload []byte) []byte {
 	return readFrame(t, resp)
 }
 
+// openForTest is open, with both ends closed when the test ends.
+func (d daemonSide) openForTest(t testing.TB) (resp, req *os.File) {
+	t.Helper()
+	resp, req = d.open(t)
+	t.Cleanup(func() { resp.Close() })
+	t.Cleanup(func() { req.Close() })
+	return resp, req
+}
+
 // open waits until the relay holds req open (ENXIO until then). resp is
 // opened read-write: a FIFO read end with no writer reads as end of file at
 // once, while one the reader also holds for writing parks in the poller.

@@ -127,9 +127,7 @@ func TestRefusedFrames(t *testing.T) {
 func TestOversizeDrainedThen413(t *testing.T) {
 	fp := newFakePlane(t)
 	_, d := relayOnOnePair(t, fp.URL, nil)
-	resp, req := d.open(t)
-	defer resp.Close()
-	defer req.Close()
+	resp, req := d.openForTest(t)
 
 	// A frame announcing MaxPayload+1 bytes whose head carries an id: the
 	// relay drains every announced byte before it answers 413.
@@ -162,9 +160,7 @@ func TestOversizeDrainedThen413(t *testing.T) {
 func TestStalledFrameDropped(t *testing.T) {
 	fp := newFakePlane(t)
 	rl, d := relayOnOnePair(t, fp.URL, func(c *Config) { c.FrameTimeout = 100 * time.Millisecond })
-	resp, req := d.open(t)
-	defer resp.Close()
-	defer req.Close()
+	resp, req := d.openForTest(t)
 
 	full := frame.Append(nil, envelope(t, "/v1/daemon/poll", "lost", []byte("abc")))
 	writeAll(t, req, full[:len(full)-2]) // the writer "dies" two bytes short
@@ -290,9 +286,7 @@ func TestLargeFrameStreamed(t *testing.T) {
 	fp := newFakePlane(t)
 	_, d := relayOnOnePair(t, fp.URL, nil)
 	body := bytes.Repeat([]byte("z"), 3<<20)
-	resp, req := d.open(t)
-	defer resp.Close()
-	defer req.Close()
+	resp, req := d.openForTest(t)
 	go req.Write(frame.Append(nil, envelope(t, "/v1/daemon/exec/e1/result", "r1", body)))
 	rep := decodeReply(t, readFrame(t, resp))
 	if rep.Status != 200 || string(rep.Body) != "len:3145728" {
@@ -308,9 +302,7 @@ func TestShutdownAnswers503(t *testing.T) {
 	makePair(t, filepath.Join(prefix, "m1"), "")
 	_, cancel, done := startRelay(t, prefix, fp.URL, func(c *Config) { c.ShutdownGrace = 50 * time.Millisecond })
 	d := daemonSide{dir: filepath.Join(prefix, "m1")}
-	resp, req := d.open(t)
-	defer resp.Close()
-	defer req.Close()
+	resp, req := d.openForTest(t)
 	writeAll(t, req, frame.Append(nil, envelope(t, "/v1/daemon/poll", "parked", nil)))
 	testkit.WaitUntil(t, deadline, "the poll upstream", func() bool { return len(fp.requests()) == 1 })
 	cancel()
@@ -349,9 +341,7 @@ func TestNewFrameAbandonsRequestInFlight(t *testing.T) {
 	fp.block = make(chan struct{})
 	defer close(fp.block)
 	rl, d := relayOnOnePair(t, fp.URL, nil)
-	resp, req := d.open(t)
-	defer resp.Close()
-	defer req.Close()
+	resp, req := d.openForTest(t)
 	writeAll(t, req, frame.Append(nil, envelope(t, "/v1/daemon/poll", "p1", nil)))
 	testkit.WaitUntil(t, deadline, "the poll upstream", func() bool { return len(fp.requests()) == 1 })
 	writeAll(t, req, frame.Append(nil, envelope(t, "/v1/daemon/ack", "a2", []byte("x"))))
@@ -433,9 +423,7 @@ func TestPipelinedRawFramesAnsweredInOrder(t *testing.T) {
 	fp := newFakePlane(t)
 	fp.block = make(chan struct{})
 	rl, d := relayOnOnePair(t, fp.URL, nil)
-	resp, req := d.open(t)
-	defer resp.Close()
-	defer req.Close()
+	resp, req := d.openForTest(t)
 	var frames []byte
 	frames = frame.Append(frames, envelope(t, "/v1/daemon/poll", "", []byte("p")))
 	for _, b := range []string{"a1", "a2", "a3"} {
@@ -486,9 +474,7 @@ func TestReplyFollowsAReplacedRespPipe(t *testing.T) {
 	writeAll(t, req, frame.Append(nil, envelope(t, "/v1/daemon/ack", "a3", []byte("x"))))
 	req.Close()
 	testkit.WaitUntil(t, deadline, "the unread reply written", func() bool { return rl.metrics.replies.Load() == 3 })
-	resp, req := d.open(t)
-	defer resp.Close()
-	defer req.Close()
+	resp, req := d.openForTest(t)
 	writeAll(t, req, frame.Append(nil, envelope(t, "/v1/daemon/ack", "a4", []byte("x"))))
 	if rep := decodeReply(t, readFrame(t, resp)); rep.ID != "a3" {
 		t.Fatalf("first reply read = %+v, want the unread a3", rep)
@@ -561,9 +547,7 @@ func TestQuickReplyToAnAbandonedRequest(t *testing.T) {
 			fp := newFakePlane(t)
 			fp.block = make(chan struct{})
 			rl, d := relayOnOnePair(t, fp.URL, nil)
-			resp, req := d.open(t)
-			defer resp.Close()
-			defer req.Close()
+			resp, req := d.openForTest(t)
 			writeAll(t, req, frame.Append(nil, envelope(t, "/v1/daemon/poll", tc.oldID, nil)))
 			testkit.WaitUntil(t, deadline, "the poll upstream", func() bool { return len(fp.requests()) == 1 })
 			writeAll(t, req, frame.Append(nil, envelope(t, "/v1/daemon/ack", tc.newID, []byte("x"))))
@@ -602,9 +586,7 @@ func TestQuickReplyToAnAbandonedRequest(t *testing.T) {
 func TestStalledHeaderDropped(t *testing.T) {
 	fp := newFakePlane(t)
 	rl, d := relayOnOnePair(t, fp.URL, func(c *Config) { c.FrameTimeout = 100 * time.Millisecond })
-	resp, req := d.open(t)
-	defer resp.Close()
-	defer req.Close()
+	resp, req := d.openForTest(t)
 	writeAll(t, req, []byte{0, 0}) // two of the four length bytes
 	testkit.WaitUntil(t, deadline, "the stall to be counted", func() bool { return rl.metrics.errs[errStall].Load() == 1 })
 	writeAll(t, req, frame.Append(nil, envelope(t, "/v1/daemon/poll", "after", nil)))
@@ -637,9 +619,7 @@ func TestRedirectIsNotFollowed(t *testing.T) {
 func TestFramesInAnyPieces(t *testing.T) {
 	fp := newFakePlane(t)
 	_, d := relayOnOnePair(t, fp.URL, nil)
-	resp, req := d.open(t)
-	defer resp.Close()
-	defer req.Close()
+	resp, req := d.openForTest(t)
 	send := func(b []byte, pieces ...int) {
 		for _, n := range pieces {
 			writeAll(t, req, b[:n])
@@ -861,9 +841,7 @@ func oversizeHeadWithID(t testing.TB, id string, size int) []byte {
 func TestStalledOversizeFrameAnswered413(t *testing.T) {
 	fp := newFakePlane(t)
 	_, d := relayOnOnePair(t, fp.URL, func(c *Config) { c.FrameTimeout = 200 * time.Millisecond })
-	resp, req := d.open(t)
-	defer resp.Close()
-	defer req.Close()
+	resp, req := d.openForTest(t)
 	writeAll(t, req, oversizeHeadWithID(t, "big", frame.MaxPayload+1))
 	writeAll(t, req, make([]byte, 1<<20)) // then nothing more
 	rep := decodeReply(t, readFrame(t, resp))
@@ -892,9 +870,7 @@ func TestShutdownCutsOffAHalfWrittenFrame(t *testing.T) {
 			prefix := t.TempDir()
 			makePair(t, filepath.Join(prefix, "m1"), "")
 			_, cancel, done := startRelay(t, prefix, fp.URL, func(c *Config) { c.ShutdownGrace = 10 * time.Second })
-			resp, req := daemonSide{dir: filepath.Join(prefix, "m1")}.open(t)
-			defer resp.Close()
-			defer req.Close()
+			resp, req := daemonSide{dir: filepath.Join(prefix, "m1")}.openForTest(t)
 			writeAll(t, req, tc.partial(t))
 			time.Sleep(50 * time.Millisecond) // the pump is waiting for the rest
 			start := time.Now()
