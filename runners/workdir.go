@@ -24,7 +24,9 @@ const (
 // MaxResultBytes bounds result.msgpack: the protocol's payload limit.
 const MaxResultBytes = 100 << 20
 
-// Environment variables every runner gives the entry program.
+// Environment variables every runner gives the entry program. Their
+// DREAMLAKE_ prefix is the protocol's first implementation's: its entry
+// package, which nymph runs unchanged, reads them by these names.
 const (
 	EnvInvocationID       = "DREAMLAKE_INVOCATION_ID"
 	EnvWorkdir            = "DREAMLAKE_WORKDIR"

@@ -189,7 +189,7 @@ func TestServeTrustRelayDaemons(t *testing.T) {
 
 // The presign reply of serve's own blob store, as a strictly typed daemon
 // reads it: expiresAt an integer, headers a map.
-func TestServePresignFitsSpec001Types(t *testing.T) {
+func TestServePresignFitsTheProtocolTypes(t *testing.T) {
 	s := startServe(t)
 	b := msgp.AppendMapHeader(nil, 2)
 	b = msgp.AppendString(msgp.AppendString(b, "op"), "put")

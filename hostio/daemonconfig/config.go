@@ -148,7 +148,11 @@ func Defaults() Config {
 	}
 }
 
-// SystemPath is the machine-wide config file.
+// SystemPath is the machine-wide config file. The names dreamlake and
+// udf-daemon.toml (and the default workdir /var/lib/dreamlake/udf) are
+// the protocol's first implementation's; nymph keeps them so that hosts
+// provisioned for it need no change (docs/architecture.md, "Inherited
+// names").
 const SystemPath = "/etc/dreamlake/udf-daemon.toml"
 
 // Lookup says where to look for the file; tests replace every part.

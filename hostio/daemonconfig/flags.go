@@ -9,7 +9,8 @@ import (
 )
 
 // QueueEnv names the environment variable that picks the queue when
-// --queue is not given.
+// --queue is not given. Its DREAMLAKE_ prefix is inherited from the
+// protocol's first implementation, whose deployments set it.
 const QueueEnv = "DREAMLAKE_QUEUE"
 
 // Flags are the command-line settings of `nymph daemon`. Pointer fields are

@@ -1,7 +1,7 @@
 // Package hostprobe finds out, once at boot, what host the daemon runs on: the
 // versions reported in hello (docs/protocol.md, "Versions") and the host
 // context — SLURM, Kubernetes, AWS, GCP or local — that adds tags and runners
-// (spec 003, "Host detection").
+// (docs/architecture.md, "How a daemon behaves": boot).
 //
 // It decides how each fact is probed and parsed, that every probe is
 // best-effort (a failure is null, never an error) and bounded by a short

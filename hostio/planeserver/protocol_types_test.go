@@ -62,7 +62,7 @@ func strictHello(machine string, runners ...string) *wire.HelloRequest {
 // tables of docs/protocol.md: a required key dropped (exec env, stdin), a whole number
 // sent as a float (session_ttl_s), a relative stdout_url, or a nil where
 // the table has no null fails here.
-func TestEveryBodyServeSendsFitsSpec001Types(t *testing.T) {
+func TestEveryBodyServeSendsFitsTheProtocolTypes(t *testing.T) {
 	ts := newTestServer(t, nil, func(c *Config) {
 		c.Blobs = fakeBlobs{}
 		c.Plane.TargetVersion = "9.9.9"
