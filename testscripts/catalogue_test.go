@@ -744,23 +744,11 @@ func chunkedBody(body []byte) func(io.Writer) error {
 
 func freeLoopbackPort(t *testing.T) int {
 	t.Helper()
-	handedOut.Lock()
-	defer handedOut.Unlock()
-	lo, hi := 20000, ephemeralLow()
-	for port := lo; port < hi; port += 97 {
-		if handedOut.ports[port] {
-			continue
-		}
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			continue
-		}
-		l.Close()
-		handedOut.ports[port] = true
-		return port
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("no free loopback port in [%d, %d)", lo, hi)
-	return 0
+	return port
 }
 
 func waitHealthy(t *testing.T, url string) {

@@ -164,6 +164,16 @@ func cmdFreePort(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 1 {
 		ts.Fatalf("usage: freeport VAR")
 	}
+	port, err := freePort()
+	if err != nil {
+		ts.Fatalf("freeport: %v", err)
+	}
+	ts.Setenv(args[0], strconv.Itoa(port))
+}
+
+// freePort picks a free loopback port below the ephemeral range that no
+// script or test of this run has been given before (see cmdFreePort).
+func freePort() (int, error) {
 	handedOut.Lock()
 	defer handedOut.Unlock()
 	lo, hi := 20000, ephemeralLow()
@@ -178,10 +188,9 @@ func cmdFreePort(ts *testscript.TestScript, neg bool, args []string) {
 		}
 		l.Close()
 		handedOut.ports[port] = true
-		ts.Setenv(args[0], strconv.Itoa(port))
-		return
+		return port, nil
 	}
-	ts.Fatalf("freeport: no free port in [%d, %d) after 256 tries", lo, hi)
+	return 0, fmt.Errorf("no free port in [%d, %d) after 256 tries", lo, hi)
 }
 
 // ephemeralLow is the first port the kernel may pick as a source port, or
