@@ -38,10 +38,6 @@ func Canonical(name string) (kind string, ok bool) {
 type Config struct {
 	// Root is [runtime] workdir, the parent of every invocation workdir.
 	Root string
-	// Default is the kind Resolve gives a run whose run_config.runner is
-	// empty. The daemon leaves it unset: its core applies [runtime]
-	// default_runner before ExecuteAs.
-	Default string
 	// Entry is [runtime] entry; empty means DefaultEntry.
 	Entry []string
 	Log   *slog.Logger
@@ -81,23 +77,6 @@ func (r *Registry) Kinds() []string {
 	return kinds
 }
 
-// Resolve picks the runner for a run_config.runner value, for a registry
-// used without the daemon core (a runner's own tests): empty means the
-// configured default; an alias resolves to its kind; a name that is no
-// kind is a DaemonError "unknown runner kind: …" (never a fallback to the
-// default); a kind this registry does not offer is RunnerUnavailable. The
-// daemon's runs arrive resolved by the core and take Lookup instead.
-func (r *Registry) Resolve(name string) (Runner, *wire.ErrorInfo) {
-	if name == "" {
-		name = r.cfg.Default
-	}
-	kind, ok := Canonical(name)
-	if !ok {
-		return nil, &wire.ErrorInfo{TypeName: wire.ErrTypeDaemon, Message: "unknown runner kind: " + name}
-	}
-	return r.Lookup(kind)
-}
-
 // Lookup returns the runner of kind, a kind already resolved (no default,
 // no alias); one this registry does not offer is RunnerUnavailable.
 func (r *Registry) Lookup(kind string) (Runner, *wire.ErrorInfo) {
@@ -109,27 +88,16 @@ func (r *Registry) Lookup(kind string) (Runner, *wire.ErrorInfo) {
 	return rn, nil
 }
 
-// Execute runs one invocation in {root}/{invocation_id}, its runner
-// resolved from run_config.runner (Resolve).
-func (r *Registry) Execute(ctx context.Context, run wire.Run) Outcome {
-	return r.ExecuteIn(ctx, run, run.InvocationID)
-}
-
-// ExecuteIn is Execute in {root}/{dir}.
-func (r *Registry) ExecuteIn(ctx context.Context, run wire.Run, dir string) Outcome {
-	rn, refused := r.Resolve(run.RunConfig.Runner)
-	if refused != nil {
-		return r.refuse(run, refused)
-	}
-	return r.execute(ctx, rn, run, dir)
-}
-
-// ExecuteAs runs one invocation in {root}/{dir} with the runner of kind,
-// the kind the daemon core resolved (StartRun.Kind; the process runner for
-// a setup, whose dir is `_setup-{command id}`): run_config.runner is not
-// read again. It blocks until the invocation ends; cancelling ctx kills it
-// (StateKilled).
+// ExecuteAs runs one invocation in {root}/{dir} ({root}/{invocation_id}
+// when dir is empty) with the runner of kind, the kind the daemon core
+// resolved (StartRun.Kind; the process runner for a setup, whose dir is
+// `_setup-{command id}`): run_config.runner is not read again, and the
+// registry never resolves a default or an alias itself. It blocks until
+// the invocation ends; cancelling ctx kills it (StateKilled).
 func (r *Registry) ExecuteAs(ctx context.Context, kind string, run wire.Run, dir string) Outcome {
+	if dir == "" {
+		dir = run.InvocationID
+	}
 	rn, refused := r.Lookup(kind)
 	if refused != nil {
 		return r.refuse(run, refused)

@@ -138,51 +138,44 @@ func (f *fakeRunner) Run(_ context.Context, inv Invocation) Outcome {
 	return ReadOutcome(inv.Workdir, errors.New("exit status 1"))
 }
 
-func TestResolve(t *testing.T) {
+// Lookup takes a kind as the daemon core resolved it: an offered kind is
+// its runner, any other name is RunnerUnavailable (the core has already
+// applied the default and the alias, and refused names that are no kind).
+func TestLookup(t *testing.T) {
 	proc := &fakeRunner{kind: KindProcess}
 	dock := &fakeRunner{kind: KindDocker}
-	r := NewRegistry(Config{Root: t.TempDir(), Default: KindProcess}, proc, dock)
+	r := NewRegistry(Config{Root: t.TempDir()}, proc, dock)
 	for _, tc := range []struct {
-		kind     string
-		want     Runner
-		wantType string
-		wantMsg  string
+		kind string
+		want Runner
 	}{
-		{"", proc, "", ""},
-		{"process", proc, "", ""},
-		{"subprocess", proc, "", ""},
-		{"docker", dock, "", ""},
-		{"slurm", nil, wire.ErrTypeRunnerUnavailable, "runner kind slurm is not offered by this daemon"},
-		{"gvisor", nil, wire.ErrTypeRunnerUnavailable, "runner kind gvisor is not offered by this daemon"},
-		{"lambda", nil, wire.ErrTypeDaemon, "unknown runner kind: lambda"},
-		{"Process", nil, wire.ErrTypeDaemon, "unknown runner kind: Process"},
+		{"process", proc},
+		{"docker", dock},
+		{"slurm", nil},
+		{"gvisor", nil},
+		{"subprocess", nil}, // an alias is the core's to resolve
 	} {
-		rn, info := r.Resolve(tc.kind)
+		rn, info := r.Lookup(tc.kind)
 		if rn != tc.want {
 			t.Errorf("%q: runner %v", tc.kind, rn)
 		}
-		if tc.wantType == "" {
+		if tc.want != nil {
 			if info != nil {
 				t.Errorf("%q: error %+v", tc.kind, info)
 			}
 			continue
 		}
-		if info == nil || info.TypeName != tc.wantType || info.Message != tc.wantMsg {
-			t.Errorf("%q: error %+v, want %s %q", tc.kind, info, tc.wantType, tc.wantMsg)
+		if want := "runner kind " + tc.kind + " is not offered by this daemon"; info == nil || info.TypeName != wire.ErrTypeRunnerUnavailable || info.Message != want {
+			t.Errorf("%q: error %+v, want %s %q", tc.kind, info, wire.ErrTypeRunnerUnavailable, want)
 		}
-	}
-	// An unknown default is unknown too: no silent fallback anywhere.
-	r = NewRegistry(Config{Root: t.TempDir(), Default: "nope"}, proc)
-	if _, info := r.Resolve(""); info == nil || info.Message != "unknown runner kind: nope" {
-		t.Errorf("unknown default: %+v", info)
 	}
 }
 
 func TestExecuteDeletesOnSuccessKeepsOnFailure(t *testing.T) {
 	root := t.TempDir()
 	ok := &fakeRunner{kind: KindProcess, write: map[string]string{ResultFile: "res"}}
-	r := NewRegistry(Config{Root: root, Default: KindProcess, Entry: []string{"entry"}}, ok)
-	o := r.Execute(context.Background(), wire.Run{InvocationID: "good", ArgsBlob: []byte("a")})
+	r := NewRegistry(Config{Root: root, Entry: []string{"entry"}}, ok)
+	o := r.ExecuteAs(context.Background(), KindProcess, wire.Run{InvocationID: "good", ArgsBlob: []byte("a")}, "")
 	if o.State != wire.StateSucceeded || string(o.ResultBlob) != "res" {
 		t.Fatalf("%+v", o)
 	}
@@ -194,8 +187,8 @@ func TestExecuteDeletesOnSuccessKeepsOnFailure(t *testing.T) {
 	}
 
 	bad := &fakeRunner{kind: KindProcess, write: map[string]string{ErrorFile: `{"type":"E","message":"m"}`}}
-	r = NewRegistry(Config{Root: root, Default: KindProcess}, bad)
-	o = r.ExecuteIn(context.Background(), wire.Run{InvocationID: "setup-7"}, "_setup-7")
+	r = NewRegistry(Config{Root: root}, bad)
+	o = r.ExecuteAs(context.Background(), KindProcess, wire.Run{InvocationID: "setup-7"}, "_setup-7")
 	if o.State != wire.StateFailed || o.Error.Message != "E: m" {
 		t.Fatalf("%+v", o)
 	}
@@ -207,17 +200,17 @@ func TestExecuteDeletesOnSuccessKeepsOnFailure(t *testing.T) {
 	}
 }
 
-func TestExecuteUnknownKindSpawnsNothing(t *testing.T) {
+func TestExecuteUnofferedKindSpawnsNothing(t *testing.T) {
 	root := t.TempDir()
 	proc := &fakeRunner{kind: KindProcess}
-	r := NewRegistry(Config{Root: root, Default: KindProcess}, proc)
-	o := r.Execute(context.Background(), wire.Run{InvocationID: "x", RunConfig: wire.RunConfig{Runner: "ec2"}})
-	want := Outcome{State: wire.StateFailed, Error: &wire.ErrorInfo{TypeName: wire.ErrTypeDaemon, Message: "unknown runner kind: ec2"}}
+	r := NewRegistry(Config{Root: root}, proc)
+	o := r.ExecuteAs(context.Background(), KindSlurm, wire.Run{InvocationID: "x", RunConfig: wire.RunConfig{Runner: "slurm"}}, "")
+	want := Outcome{State: wire.StateFailed, Error: &wire.ErrorInfo{TypeName: wire.ErrTypeRunnerUnavailable, Message: "runner kind slurm is not offered by this daemon"}}
 	if diff := cmp.Diff(want, o); diff != "" {
 		t.Error(diff)
 	}
 	if len(proc.seen) != 0 {
-		t.Error("fell back to the default runner")
+		t.Error("fell back to another runner")
 	}
 	if entries, _ := os.ReadDir(root); len(entries) != 0 {
 		t.Errorf("workdir created for a refused run: %v", entries)

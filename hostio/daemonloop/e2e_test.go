@@ -62,7 +62,7 @@ func startDaemon(t *testing.T, tweak func(*daemon.Config, *Options, *plane)) *ha
 	cfg.Versions = wire.Versions{Daemon: &v}
 	opt := Options{
 		Transport: tr,
-		Runners: runners.NewRegistry(runners.Config{Root: h.workdir, Default: runners.KindProcess, Log: log},
+		Runners: runners.NewRegistry(runners.Config{Root: h.workdir, Log: log},
 			process.New(process.Options{})),
 		ExecOptions: shellexec.Options{DefaultWorkdir: h.workdir},
 		Signals:     h.sigs,

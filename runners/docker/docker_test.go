@@ -181,7 +181,7 @@ func readFile(t *testing.T, path string) string {
 
 func execute(t *testing.T, r *Runner, root string, run wire.Run) runners.Outcome {
 	t.Helper()
-	return runners.NewRegistry(runners.Config{Root: root, Default: runners.KindDocker}, r).Execute(context.Background(), run)
+	return runners.NewRegistry(runners.Config{Root: root}, r).ExecuteAs(context.Background(), runners.KindDocker, run, "")
 }
 
 func TestImageRequired(t *testing.T) {
@@ -270,8 +270,7 @@ func TestCancelStopsContainer(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan runners.Outcome, 1)
 	go func() {
-		done <- runners.NewRegistry(runners.Config{Root: root, Default: "docker"}, r).Execute(ctx,
-			wire.Run{InvocationID: "h", ArgsBlob: []byte("hang"), RunConfig: wire.RunConfig{Image: "x"}})
+		done <- runners.NewRegistry(runners.Config{Root: root}, r).ExecuteAs(ctx, runners.KindDocker, wire.Run{InvocationID: "h", ArgsBlob: []byte("hang"), RunConfig: wire.RunConfig{Image: "x"}}, "")
 	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -69,9 +69,9 @@ func engineRun(ctx context.Context, r *Runner, root, id, args string, dc *wire.D
 		dc = &wire.DockerConfig{}
 	}
 	dc.Volumes = append(dc.Volumes, entryDir+":/nymph-test:ro")
-	reg := runners.NewRegistry(runners.Config{Root: root, Default: r.Kind()}, r)
-	return reg.Execute(ctx, wire.Run{InvocationID: id, ArgsBlob: []byte(args),
-		RunConfig: wire.RunConfig{Image: engineImage(), Docker: dc}})
+	reg := runners.NewRegistry(runners.Config{Root: root}, r)
+	return reg.ExecuteAs(ctx, r.Kind(), wire.Run{InvocationID: id, ArgsBlob: []byte(args),
+		RunConfig: wire.RunConfig{Image: engineImage(), Docker: dc}}, "")
 }
 
 // BenchmarkRealDockerToEntry measures a run from Execute to the entry

@@ -195,10 +195,10 @@ func TestRunWithFakeKubectl(t *testing.T) {
 	bin, calls := fakeKubectl(t)
 	os.WriteFile(filepath.Join(calls, "phase"), []byte("Pending"), 0o600)
 	root := t.TempDir()
-	reg := runners.NewRegistry(runners.Config{Root: root, Default: "kube"}, New(Options{Kubectl: bin}))
+	reg := runners.NewRegistry(runners.Config{Root: root}, New(Options{Kubectl: bin}))
 	run := wire.Run{InvocationID: "k1", RunConfig: wire.RunConfig{Kube: &wire.KubeConfig{PollIntervalS: ptr(wire.Number(0.05))}}}
 	done := make(chan runners.Outcome, 1)
-	go func() { done <- reg.Execute(context.Background(), run) }()
+	go func() { done <- reg.ExecuteAs(context.Background(), runners.KindKube, run, "") }()
 	testkit.WaitFile(t, 10*time.Second, filepath.Join(calls, "applied.json"))
 	// The "Pod" writes its result, then reaches Succeeded.
 	os.WriteFile(filepath.Join(root, "k1", "result.msgpack"), []byte("pod result"), 0o600)
@@ -231,11 +231,11 @@ func TestRunWithFakeKubectl(t *testing.T) {
 func TestFailedPhaseAndCancel(t *testing.T) {
 	bin, calls := fakeKubectl(t)
 	root := t.TempDir()
-	reg := runners.NewRegistry(runners.Config{Root: root, Default: "kube"}, New(Options{Kubectl: bin}))
+	reg := runners.NewRegistry(runners.Config{Root: root}, New(Options{Kubectl: bin}))
 	run := wire.Run{InvocationID: "k2", RunConfig: wire.RunConfig{Kube: &wire.KubeConfig{PollIntervalS: ptr(wire.Number(0.05))}}}
 
 	os.WriteFile(filepath.Join(calls, "phase"), []byte("Failed"), 0o600)
-	o := reg.Execute(context.Background(), run)
+	o := reg.ExecuteAs(context.Background(), runners.KindKube, run, "")
 	if o.State != wire.StateFailed || o.Error.Message != "entry program failed: pod "+PodName("k2")+" phase Failed" {
 		t.Fatalf("%+v", o.Error)
 	}
@@ -243,7 +243,7 @@ func TestFailedPhaseAndCancel(t *testing.T) {
 	os.WriteFile(filepath.Join(calls, "phase"), []byte("Running"), 0o600)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan runners.Outcome, 1)
-	go func() { done <- reg.Execute(ctx, run) }()
+	go func() { done <- reg.ExecuteAs(ctx, runners.KindKube, run, "") }()
 	// The cancel may land before, during or after the apply; all yield killed.
 	cancel()
 	if diff := cmp.Diff(runners.Killed(), <-done); diff != "" {

@@ -15,11 +15,11 @@ import (
 // to the outcome (ns/op), through the whole workdir contract.
 func BenchmarkProcessToEntry(b *testing.B) {
 	b.ReportAllocs()
-	reg := runners.NewRegistry(runners.Config{Root: b.TempDir(), Default: "process", Entry: []string{entryPath}}, New(Options{}))
+	reg := runners.NewRegistry(runners.Config{Root: b.TempDir(), Entry: []string{entryPath}}, New(Options{}))
 	var total time.Duration
 	for i := 0; b.Loop(); i++ {
 		t0 := time.Now()
-		o := reg.Execute(context.Background(), wire.Run{InvocationID: "bench-" + strconv.Itoa(i), ArgsBlob: []byte("stamp")})
+		o := reg.ExecuteAs(context.Background(), runners.KindProcess, wire.Run{InvocationID: "bench-" + strconv.Itoa(i), ArgsBlob: []byte("stamp")}, "")
 		ns, err := strconv.ParseInt(string(o.ResultBlob), 10, 64)
 		if o.State != wire.StateSucceeded || err != nil {
 			b.Fatalf("%+v %v", o, err)

@@ -57,7 +57,7 @@ func newFixture(t *testing.T) *fixture {
 	f := &fixture{root: filepath.Join(t.TempDir(), "udf"), logs: &testkit.SyncBuffer{}}
 	log := slog.New(slog.NewTextHandler(f.logs, nil))
 	rn := New(Options{KillGrace: 300 * time.Millisecond, DrainGrace: 300 * time.Millisecond})
-	f.reg = runners.NewRegistry(runners.Config{Root: f.root, Default: runners.KindProcess, Entry: []string{entryPath}, Log: log}, rn)
+	f.reg = runners.NewRegistry(runners.Config{Root: f.root, Entry: []string{entryPath}, Log: log}, rn)
 	return f
 }
 
@@ -66,7 +66,7 @@ func (f *fixture) run(ctx context.Context, id, args string, mod func(*wire.Run))
 	if mod != nil {
 		mod(&r)
 	}
-	return f.reg.Execute(ctx, r)
+	return f.reg.ExecuteAs(ctx, runners.KindProcess, r, "")
 }
 
 func (f *fixture) exists(name string) bool {
@@ -174,8 +174,8 @@ func TestScript(t *testing.T) {
 func TestSpawnFailure(t *testing.T) {
 	f := newFixture(t)
 	rn := New(Options{})
-	reg := runners.NewRegistry(runners.Config{Root: f.root, Default: "process", Entry: []string{filepath.Join(f.root, "no-such-entry")}}, rn)
-	o := reg.Execute(context.Background(), wire.Run{InvocationID: "inv-nospawn"})
+	reg := runners.NewRegistry(runners.Config{Root: f.root, Entry: []string{filepath.Join(f.root, "no-such-entry")}}, rn)
+	o := reg.ExecuteAs(context.Background(), runners.KindProcess, wire.Run{InvocationID: "inv-nospawn"}, "")
 	if o.State != wire.StateFailed || o.Error.TypeName != wire.ErrTypeDaemon || !strings.Contains(o.Error.Message, "spawn") {
 		t.Fatalf("%+v", o)
 	}
@@ -229,8 +229,8 @@ func TestAsUser(t *testing.T) {
 	root := filepath.Join(base, "udf")
 	// runuser answers SIGTERM only after its own 2 s wait; a short grace
 	// keeps the test fast (the child itself is already gone by then).
-	reg := runners.NewRegistry(runners.Config{Root: root, Default: "process", Entry: []string{entryPath}}, New(Options{KillGrace: 500 * time.Millisecond}))
-	o := reg.Execute(context.Background(), wire.Run{InvocationID: "inv-user", ArgsBlob: []byte("env"), AsUser: ptr(name)})
+	reg := runners.NewRegistry(runners.Config{Root: root, Entry: []string{entryPath}}, New(Options{KillGrace: 500 * time.Millisecond}))
+	o := reg.ExecuteAs(context.Background(), runners.KindProcess, wire.Run{InvocationID: "inv-user", ArgsBlob: []byte("env"), AsUser: ptr(name)}, "")
 	if o.State != wire.StateSucceeded {
 		t.Fatalf("%+v", o.Error)
 	}
@@ -238,7 +238,7 @@ func TestAsUser(t *testing.T) {
 		t.Fatalf("child did not run as %s (uid %s):\n%s", name, u.Uid, o.ResultBlob)
 	}
 	// A failing run stays on disk, owned by the user that wrote it.
-	o = reg.Execute(context.Background(), wire.Run{InvocationID: "inv-user-fail", ArgsBlob: []byte("fail:no"), AsUser: ptr(name)})
+	o = reg.ExecuteAs(context.Background(), runners.KindProcess, wire.Run{InvocationID: "inv-user-fail", ArgsBlob: []byte("fail:no"), AsUser: ptr(name)}, "")
 	if o.State != wire.StateFailed || o.Error.Message != "ValueError: no" {
 		t.Fatalf("%+v", o)
 	}
@@ -253,7 +253,7 @@ func TestAsUser(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan runners.Outcome, 1)
 	go func() {
-		done <- reg.Execute(ctx, wire.Run{InvocationID: "inv-user-cancel", ArgsBlob: []byte("sleep:60"), AsUser: ptr(name)})
+		done <- reg.ExecuteAs(ctx, runners.KindProcess, wire.Run{InvocationID: "inv-user-cancel", ArgsBlob: []byte("sleep:60"), AsUser: ptr(name)}, "")
 	}()
 	pid, err := strconv.Atoi(string(testkit.WaitContent(t, 20*time.Second, filepath.Join(root, "inv-user-cancel", "started"))))
 	if err != nil {
@@ -265,7 +265,7 @@ func TestAsUser(t *testing.T) {
 	}
 	testkit.WaitExited(t, 10*time.Second, pid)
 	// A setup with sudo runs as root.
-	o = reg.ExecuteIn(context.Background(), wire.Run{InvocationID: "setup-9", Script: ptr(`test "$(id -u)" = 0`), AsUser: ptr("root")}, "_setup-9")
+	o = reg.ExecuteAs(context.Background(), runners.KindProcess, wire.Run{InvocationID: "setup-9", Script: ptr(`test "$(id -u)" = 0`), AsUser: ptr("root")}, "_setup-9")
 	if o.State != wire.StateSucceeded {
 		t.Fatalf("sudo setup: %+v", o)
 	}

@@ -30,9 +30,9 @@ func requireSlurm(t testing.TB) {
 }
 
 func realRun(ctx context.Context, root, id, args string) runners.Outcome {
-	reg := runners.NewRegistry(runners.Config{Root: root, Default: runners.KindSlurm, Entry: []string{entryPath}}, New(Options{}))
-	return reg.Execute(ctx, wire.Run{InvocationID: id, ArgsBlob: []byte(args), ParentInvocationID: ptr("parent-s"),
-		RunConfig: wire.RunConfig{Slurm: &wire.SlurmConfig{Time: "00:05:00", PollIntervalS: ptr(wire.Number(0.2))}}})
+	reg := runners.NewRegistry(runners.Config{Root: root, Entry: []string{entryPath}}, New(Options{}))
+	return reg.ExecuteAs(ctx, runners.KindSlurm, wire.Run{InvocationID: id, ArgsBlob: []byte(args), ParentInvocationID: ptr("parent-s"),
+		RunConfig: wire.RunConfig{Slurm: &wire.SlurmConfig{Time: "00:05:00", PollIntervalS: ptr(wire.Number(0.2))}}}, "")
 }
 
 func TestRealSlurm(t *testing.T) {

@@ -82,8 +82,8 @@ func (c cluster) run(ctx context.Context, r *slurm.Runner, id, args string, cfg 
 	if cfg.PollIntervalS == nil {
 		cfg.PollIntervalS = ptr(wire.Number(0.2))
 	}
-	reg := runners.NewRegistry(runners.Config{Root: c.root, Default: runners.KindSlurm, Entry: []string{c.entry}}, r)
-	return reg.Execute(ctx, wire.Run{InvocationID: id, ArgsBlob: []byte(args), RunConfig: wire.RunConfig{Slurm: &cfg}})
+	reg := runners.NewRegistry(runners.Config{Root: c.root, Entry: []string{c.entry}}, r)
+	return reg.ExecuteAs(ctx, runners.KindSlurm, wire.Run{InvocationID: id, ArgsBlob: []byte(args), RunConfig: wire.RunConfig{Slurm: &cfg}}, "")
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -197,9 +197,9 @@ kill -TERM $(cat %[1]s.pid)
 
 func runJob(t *testing.T, opt Options, ctx context.Context, root, args string) runners.Outcome {
 	t.Helper()
-	reg := runners.NewRegistry(runners.Config{Root: root, Default: runners.KindSlurm, Entry: []string{entryPath}}, New(opt))
-	return reg.Execute(ctx, wire.Run{InvocationID: "job1", ArgsBlob: []byte(args),
-		RunConfig: wire.RunConfig{Slurm: &wire.SlurmConfig{PollIntervalS: ptr(wire.Number(0.05))}}})
+	reg := runners.NewRegistry(runners.Config{Root: root, Entry: []string{entryPath}}, New(opt))
+	return reg.ExecuteAs(ctx, runners.KindSlurm, wire.Run{InvocationID: "job1", ArgsBlob: []byte(args),
+		RunConfig: wire.RunConfig{Slurm: &wire.SlurmConfig{PollIntervalS: ptr(wire.Number(0.05))}}}, "")
 }
 
 func TestRunWithFakeSlurm(t *testing.T) {
