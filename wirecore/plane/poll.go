@@ -232,11 +232,13 @@ func queueMatches(pattern, queue string) bool {
 	return pattern == queue
 }
 
-// offersRunner treats "subprocess" as the alias of "process" it is.
+// offersRunner compares kinds as wire.RunnerKind resolves them, so
+// "subprocess" is the alias of "process" it is; a name that is no kind is
+// compared as written.
 func offersRunner(runners []string, kind string) bool {
 	canon := func(k string) string {
-		if k == "subprocess" {
-			return "process"
+		if c, ok := wire.RunnerKind(k); ok {
+			return c
 		}
 		return k
 	}
