@@ -88,6 +88,18 @@ type Options struct {
 	Board    *introspect.Board
 	Versions wire.Versions
 	Log      *slog.Logger
+	// Keys carries out rotate_key; nil (a daemon without an identity)
+	// logs the command and skips it.
+	Keys KeyRotator
+	// Revoked delivers the control plane's word that this host's key is
+	// revoked (hostio/signer reports it); the machine then exits.
+	Revoked <-chan string
+}
+
+// KeyRotator replaces the host's key on the control plane and on disk
+// (*signer.Transport with its key file), returning the new key's id.
+type KeyRotator interface {
+	RotateKey(ctx context.Context, workerID string) (string, error)
 }
 
 // Result is how the loop ended.
@@ -148,6 +160,8 @@ func Run(ctx context.Context, opt Options) Result {
 		case s := <-d.opt.Signals:
 			d.log.Info("signal received", "signal", string(s))
 			ev = daemon.Signal{Kind: s}
+		case msg := <-d.opt.Revoked:
+			ev = daemon.KeyRevoked{Message: msg}
 		case <-ctx.Done():
 			return Result{Code: 1, Reason: "stopped: " + context.Cause(ctx).Error()}
 		}
@@ -292,10 +306,29 @@ func (d *driver) do(eff daemon.Effect) {
 		d.log.Warn("ota_update is not supported by this build; skipped",
 			"command_id", e.CommandID, "version", e.Update.Version)
 	case daemon.RotateKey:
-		d.log.Warn("rotate_key needs an identity, which this build does not have; skipped", "command_id", e.CommandID)
+		d.rotateKey(e)
 	default:
 		d.log.Warn("unknown effect skipped", "effect", fmt.Sprintf("%T", eff))
 	}
+}
+
+// rotateKey runs one rotation off the loop: it is a request to the
+// control plane, and the machine needs no answer (a failed rotation
+// leaves the old key, which the control plane still accepts).
+func (d *driver) rotateKey(e daemon.RotateKey) {
+	if d.opt.Keys == nil {
+		d.log.Warn("rotate_key needs an identity ([identity] enabled, set by nymph daemon join); skipped", "command_id", e.CommandID)
+		return
+	}
+	worker := d.opt.Machine.Status().WorkerID
+	go func() {
+		id, err := d.opt.Keys.RotateKey(d.bg, worker)
+		if err != nil {
+			d.log.Error("key rotation failed", "command_id", e.CommandID, "err", err)
+			return
+		}
+		d.log.Info("key rotated", "command_id", e.CommandID, "key_id", id)
+	}()
 }
 
 // cancelPoll cuts a poll off, unless the machine only replaced it on a

@@ -249,6 +249,14 @@ type AckPosted struct {
 	Err          error
 }
 
+// KeyRevoked reports that the control plane refused a request because the
+// key that signed it is revoked (wire.ErrKeyRevoked). Nothing this daemon
+// signs is accepted again, so it cancels its work and exits with status
+// 2, saying so: the host must join anew.
+type KeyRevoked struct {
+	Message string
+}
+
 // StatusUnsent is the Status of a post the driver could not make at all
 // (it could not encode the body): sending it again would fail the same way.
 const StatusUnsent = -1
@@ -271,6 +279,7 @@ func (TimerFired) isEvent()            {}
 func (Signal) isEvent()                {}
 func (AckPosted) isEvent()             {}
 func (ResultPosted) isEvent()          {}
+func (KeyRevoked) isEvent()            {}
 
 // ---------------------------------------------------------------- effects
 

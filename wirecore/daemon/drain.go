@@ -144,3 +144,17 @@ func (m *Machine) exit(code int, reason string) {
 	m.exited = true
 	m.emit(Exit{Code: code, Reason: reason})
 }
+
+// onKeyRevoked ends the daemon: the plane refuses everything its key
+// signs, so no result could be posted and no command received. Work in
+// flight is cancelled rather than left to outlive the exit.
+func (m *Machine) onKeyRevoked(e KeyRevoked) {
+	msg := "the control plane revoked this host's key"
+	if e.Message != "" {
+		msg += " (" + e.Message + ")"
+	}
+	if len(m.execs)+len(m.runs) > 0 {
+		m.emit(CancelInFlight{})
+	}
+	m.exit(2, msg+"; run nymph daemon join with a new token (nymph ctl token) to enroll again")
+}

@@ -158,6 +158,8 @@ func (m *Machine) Step(now time.Time, ev Event) []Effect {
 		m.onPosted(now, "ack", e.InvocationID, e.Status, e.Err, &m.counters.AcksFailed)
 	case ResultPosted:
 		m.onPosted(now, "exec result", e.ExecID, e.Status, e.Err, &m.counters.ResultsFailed)
+	case KeyRevoked:
+		m.onKeyRevoked(e)
 	}
 	return m.out
 }

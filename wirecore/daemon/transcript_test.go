@@ -137,6 +137,8 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		evs = []Event{h.finished(t, d)}
 	case "posts-ok", "post-fail":
 		evs = h.answerPosts(t, d)
+	case "revoked":
+		evs = []Event{KeyRevoked{Message: positional(t, d)}}
 	case "tick", "fire":
 		return h.clock(t, d, m)
 	case "status":
