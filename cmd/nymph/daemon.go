@@ -180,7 +180,7 @@ func buildTransport(cfg daemonconfig.Config, log *slog.Logger) (transport.Transp
 	}
 	switch cfg.Server.Transport {
 	case "direct":
-		c, err := httpclient.New(httpclient.Options{BaseURL: cfg.Server.URL, Token: token, Log: log})
+		c, err := httpclient.New(httpclient.Options{BaseURL: cfg.Server.URL, Token: token, CAFile: cfg.Server.CAFile, Log: log})
 		if err != nil {
 			return nil, nil, err
 		}

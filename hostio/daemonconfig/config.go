@@ -45,6 +45,10 @@ type Config struct {
 type Server struct {
 	URL       string `toml:"url"`
 	TokenFile string `toml:"token_file"`
+	// CAFile holds the CA an https control plane's certificate must be
+	// signed by (nymph serve's DATA-DIR/tls/ca.crt); empty trusts the
+	// system's roots.
+	CAFile    string `toml:"ca_file"`
 	Namespace string `toml:"namespace"`
 	// Transport is "direct", "fifo" or "spool".
 	Transport string `toml:"transport"`

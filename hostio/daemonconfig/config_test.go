@@ -189,6 +189,11 @@ func TestFlagsAndEnv(t *testing.T) {
 			check: func(c Config) bool { return c.Daemon.Queue == "gpu*" }},
 		{name: "server and token", file: "[server]\nurl = \"http://a\"\n", args: []string{"--server", "http://127.0.0.1:9", "--token-file", "/t"},
 			check: func(c Config) bool { return c.Server.URL == "http://127.0.0.1:9" && c.Server.TokenFile == "/t" }},
+		{name: "ca file from file", file: "[server]\nca_file = \"/f.crt\"\n", check: func(c Config) bool { return c.Server.CAFile == "/f.crt" }},
+		{name: "ca file env beats file", file: "[server]\nca_file = \"/f.crt\"\n", env: map[string]string{CAFileEnv: "/e.crt"},
+			check: func(c Config) bool { return c.Server.CAFile == "/e.crt" }},
+		{name: "ca file flag beats env", args: []string{"--ca-file", "/a.crt"}, env: map[string]string{CAFileEnv: "/e.crt"},
+			check: func(c Config) bool { return c.Server.CAFile == "/a.crt" }},
 		{name: "runtime", args: []string{"--workdir", "/w", "--max-invocations", "0", "--keep-alive", "0"},
 			check: func(c Config) bool {
 				return c.Runtime.Workdir == "/w" && c.Runtime.MaxInvocations == 0 && c.Runtime.KeepAliveS == 0

@@ -24,6 +24,7 @@ func (d *decoder) document(doc map[string]any, c *Config) {
 		"server": {
 			"url":               str(&c.Server.URL),
 			"token_file":        str(&c.Server.TokenFile),
+			"ca_file":           str(&c.Server.CAFile),
 			"namespace":         str(&c.Server.Namespace),
 			"transport":         str(&c.Server.Transport),
 			"relay_dir":         str(&c.Server.RelayDir),

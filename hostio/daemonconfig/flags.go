@@ -13,6 +13,10 @@ import (
 // protocol's first implementation, whose deployments set it.
 const QueueEnv = "DREAMLAKE_QUEUE"
 
+// CAFileEnv names the environment variable that gives the CA file when
+// --ca-file is not given; nymph ctl reads the same one.
+const CAFileEnv = "NYMPH_CA_FILE"
+
 // Flags are the command-line settings of `nymph daemon`. Pointer fields are
 // nil when the flag was not given, so "not set" and "set to the default"
 // stay distinct.
@@ -22,6 +26,7 @@ type Flags struct {
 	Queue          *string
 	Server         *string
 	TokenFile      *string
+	CAFile         *string
 	Workdir        *string
 	MaxInvocations *int
 	KeepAliveS     *float64
@@ -37,6 +42,7 @@ func Register(fs *flag.FlagSet) *Flags {
 	strFlag(fs, &f.Queue, "queue", "queue to poll (trailing * = prefix); else $"+QueueEnv+", else [daemon] queue, else default")
 	strFlag(fs, &f.Server, "server", "control plane URL ([server] url)")
 	strFlag(fs, &f.TokenFile, "token-file", "bootstrap bearer token file, mode 0600 ([server] token_file)")
+	strFlag(fs, &f.CAFile, "ca-file", "CA certificate an https server must be signed by, e.g. nymph serve's DATA-DIR/tls/ca.crt; else $"+CAFileEnv+", else [server] ca_file, else the system's roots")
 	strFlag(fs, &f.Workdir, "workdir", "root of invocation workdirs ([runtime] workdir)")
 	strFlag(fs, &f.LogFormat, "log-format", "log format: text or json ([log] format)")
 	fs.Func("max-invocations", "concurrent runs and execs, 0 unbounded ([runtime] max_invocations)", func(s string) error {
@@ -78,6 +84,11 @@ func (f *Flags) Apply(c *Config, getenv func(string) string) error {
 	}
 	override(&c.Server.URL, f.Server)
 	override(&c.Server.TokenFile, f.TokenFile)
+	if f.CAFile != nil {
+		c.Server.CAFile = *f.CAFile
+	} else if v := getenv(CAFileEnv); v != "" {
+		c.Server.CAFile = v
+	}
 	override(&c.Runtime.Workdir, f.Workdir)
 	override(&c.Runtime.MaxInvocations, f.MaxInvocations)
 	override(&c.Runtime.KeepAliveS, f.KeepAliveS)

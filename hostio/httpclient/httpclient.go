@@ -7,7 +7,10 @@
 // the control plane's own origin: no redirect is followed, by this client or
 // by the operator's (RefuseRedirect), because a control-plane route never
 // redirects and Go's default policy would carry the bearer to another port
-// or scheme of the same host. It does not decide what a status means:
+// or scheme of the same host. An https server is verified against the CA
+// file it is given (serve's DATA-DIR/tls/ca.crt) or the system's roots, at
+// TLS 1.3 (hostio/tlsca); verification is never skipped. It does not
+// decide what a status means:
 // a non-2xx answer comes back as a Response for the caller to judge with
 // transport.Check.
 package httpclient
@@ -15,6 +18,7 @@ package httpclient
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nymphd/nymph/hostio/tlsca"
 	"github.com/nymphd/nymph/hostio/transport"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
@@ -47,8 +52,16 @@ type Options struct {
 	// Token is the bootstrap bearer, already read (secretfile.ReadToken);
 	// empty sends no Authorization header.
 	Token string
+	// CAFile holds the CA certificates an https server must be signed by
+	// ([server] ca_file: serve's DATA-DIR/tls/ca.crt); empty trusts the
+	// system's roots.
+	CAFile string
+	// TLS, when set, replaces the configuration CAFile makes (a join's
+	// tlsca.Pinned). It must verify the server.
+	TLS *tls.Config
 	// HTTPClient replaces the default client (tests); its Timeout is kept,
-	// its redirect policy replaced by RefuseRedirect.
+	// its redirect policy replaced by RefuseRedirect. CAFile and TLS are
+	// then not used.
 	HTTPClient *http.Client
 	Log        *slog.Logger
 }
@@ -84,7 +97,14 @@ func New(opts Options) (*Client, error) {
 	if opts.HTTPClient != nil {
 		hc = *opts.HTTPClient
 	} else {
+		tlsCfg := opts.TLS
+		if tlsCfg == nil {
+			if tlsCfg, err = tlsca.ClientConfig(opts.CAFile); err != nil {
+				return nil, fmt.Errorf("httpclient: %w", err)
+			}
+		}
 		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = tlsCfg
 		tr.IdleConnTimeout = IdleConnTimeout
 		tr.MaxIdleConnsPerHost = 16
 		hc = http.Client{Transport: tr, Timeout: RequestTimeout}
@@ -173,7 +193,7 @@ func (c *Client) RoundTrip(ctx context.Context, req *transport.Request) (*transp
 	}
 	hresp, err := c.client.Do(hreq)
 	if err != nil {
-		return nil, fmt.Errorf("httpclient: POST %s: %w", req.Endpoint, err)
+		return nil, fmt.Errorf("httpclient: POST %s: %w", req.Endpoint, tlsca.Explain(err))
 	}
 	defer hresp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(hresp.Body, maxResponseBytes+1))

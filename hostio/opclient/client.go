@@ -4,7 +4,8 @@
 // and waiting for a worker.
 //
 // It decides how a request is sent (no redirect is followed, so the admin
-// bearer stays with the server URL), how an operator error is surfaced, how
+// bearer stays with the server URL; an https server is verified at TLS 1.3
+// against serve's CA file or the system's roots, never skipped), how an operator error is surfaced, how
 // an exec's remote exit code maps to a local one, and that an exec's output
 // is handed on byte for byte. It does not decide what a request means (the
 // control plane does) nor how anything is printed (cmd/nymph/internal/termtext).
@@ -13,6 +14,7 @@ package opclient
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +26,7 @@ import (
 	"time"
 
 	"github.com/nymphd/nymph/hostio/httpclient"
+	"github.com/nymphd/nymph/hostio/tlsca"
 	"github.com/nymphd/nymph/wirecore/operator"
 )
 
@@ -43,8 +46,21 @@ type Client struct {
 
 // New checks baseURL and returns a client. A nil hc uses a client without
 // an overall timeout, because log follows are long-polls bounded by the
-// context and by wait_s. No redirect is followed, whatever hc says.
+// context and by wait_s, that verifies an https server against the
+// system's roots (NewWithCA names a CA file). No redirect is followed,
+// whatever hc says.
 func New(baseURL, adminToken string, hc *http.Client) (*Client, error) {
+	return build(baseURL, adminToken, hc, "")
+}
+
+// NewWithCA is New with nil hc, verifying an https server against the CA
+// certificates in caFile only (serve's DATA-DIR/tls/ca.crt); an empty
+// caFile trusts the system's roots.
+func NewWithCA(baseURL, adminToken, caFile string) (*Client, error) {
+	return build(baseURL, adminToken, nil, caFile)
+}
+
+func build(baseURL, adminToken string, hc *http.Client, caFile string) (*Client, error) {
 	u, err := url.Parse(strings.TrimRight(baseURL, "/"))
 	if err != nil {
 		return nil, fmt.Errorf("opclient: parse server URL %q: %w", baseURL, err)
@@ -58,6 +74,14 @@ func New(baseURL, adminToken string, hc *http.Client) (*Client, error) {
 	var own http.Client
 	if hc != nil {
 		own = *hc
+	} else {
+		cfg, err := tlsca.ClientConfig(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("opclient: %w", err)
+		}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = cfg
+		own.Transport = tr
 	}
 	// The admin bearer goes to the server URL only: an operator route never
 	// redirects, and Go's default policy would follow one to another port.
@@ -67,6 +91,29 @@ func New(baseURL, adminToken string, hc *http.Client) (*Client, error) {
 
 // Server is the base URL the client talks to.
 func (c *Client) Server() string { return c.base.String() }
+
+// ServerCA asks the server for its health and returns the root of the
+// chain its certificate was verified through: the CA this client trusts
+// it by. A plain http server has none.
+func (c *Client) ServerCA(ctx context.Context) (*x509.Certificate, error) {
+	if c.base.Scheme != "https" {
+		return nil, fmt.Errorf("opclient: %s is plain http: no certificate to verify", c.base.Redacted())
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base.String()+"/healthz", nil)
+	if err != nil {
+		return nil, fmt.Errorf("opclient: GET /healthz: %w", err)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("opclient: GET /healthz: %w", tlsca.Explain(err))
+	}
+	resp.Body.Close()
+	if resp.TLS == nil || len(resp.TLS.VerifiedChains) == 0 {
+		return nil, errors.New("opclient: GET /healthz: the connection has no verified chain")
+	}
+	chain := resp.TLS.VerifiedChains[0]
+	return chain[len(chain)-1], nil
+}
 
 // APIError is a non-2xx answer of the operator API.
 type APIError struct {
@@ -124,7 +171,7 @@ func (c *Client) do(ctx context.Context, method, p string, query url.Values, in,
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("opclient: %s: %w", op, err)
+		return fmt.Errorf("opclient: %s: %w", op, tlsca.Explain(err))
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBody))
