@@ -35,6 +35,9 @@ import (
 const cloudProbeEnv = "NYMPH_CLOUD_METADATA"
 
 func runDaemon(ctx context.Context, env *cliEnv, args []string) int {
+	if len(args) > 0 && args[0] == "join" {
+		return runDaemonJoin(ctx, env, args[1:])
+	}
 	fs := flag.NewFlagSet("nymph daemon", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
 	flags := daemonconfig.Register(fs)
@@ -72,9 +75,6 @@ func runDaemon(ctx context.Context, env *cliEnv, args []string) int {
 	for _, k := range loaded.Unknown {
 		log.Warn("unknown config key ignored", "key", k, "path", loaded.Path)
 	}
-	if cfg.Identity.Enabled {
-		log.Warn("[identity] enabled is not supported by this build; requests carry the bootstrap bearer only")
-	}
 	if cfg.Runtime.AutoUpdate {
 		log.Warn("[runtime] auto_update is not supported by this build; ignored")
 	}
@@ -82,6 +82,14 @@ func runDaemon(ctx context.Context, env *cliEnv, args []string) int {
 }
 
 func daemonMain(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, log *slog.Logger) int {
+	// One daemon per state directory: a second would share its workdir
+	// and its key, and the plane would see one worker flapping between two.
+	lock, err := lockStateDir(cfg)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "nymph daemon: %v\n", err)
+		return 1
+	}
+	defer lock.Release()
 	// The token and the transport first: a bad token file fails at once,
 	// before seconds of host probing.
 	tr, closeTransport, err := buildTransport(cfg, log)
@@ -90,14 +98,20 @@ func daemonMain(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, log *
 		return 1
 	}
 	defer closeTransport()
-	probeEnv := hostprobe.System(Version)
-	if env.getenv(cloudProbeEnv) == "off" {
-		probeEnv.AWSBase, probeEnv.GCPBase = "", ""
+	id, err := loadIdentity(cfg, tr)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "nymph daemon: %v\n", err)
+		return 1
 	}
-	probed := hostprobe.Probe(ctx, probeEnv)
-	tags := hostprobe.MergeTags(cfg.Daemon.Tags, probed.Tags)
-	kinds := hostprobe.MergeRunners(cfg.Runtime.Runners, probed.Runners)
-	log.Info("host probed", "tags", tags, "runners", kinds)
+	if id != nil {
+		tr = id.signer
+		log.Info("requests are signed with the host key", "key_id", id.signer.KeyID(), "key_file", id.path)
+	}
+	mcfg, probeEnv := hostMachine(ctx, env, cfg, tr.CanWithdraw(), log)
+	if id != nil {
+		pub := id.signer.PublicKey()
+		mcfg.PublicKey = &pub
+	}
 
 	if err := os.MkdirAll(cfg.Runtime.Workdir, 0o711); err != nil {
 		log.Warn("cannot create the workdir root", "workdir", cfg.Runtime.Workdir, "err", err)
@@ -119,19 +133,7 @@ func daemonMain(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, log *
 		}
 	}
 
-	hostname, _ := os.Hostname()
-	mcfg := daemon.Config{
-		MachineID: cfg.Daemon.MachineID, Hostname: hostname, Label: cfg.Daemon.Label,
-		Tags: tags, Lanes: cfg.Daemon.Lanes, Runners: kinds, Workdir: cfg.Runtime.Workdir,
-		Versions: probed.Versions, DaemonVersion: Version, DefaultRunner: cfg.Runtime.DefaultRunner,
-		Queue: cfg.Daemon.Queue, WaitMaxS: cfg.Poll.WaitMaxS, RetryMinS: cfg.Poll.RetryMinS,
-		RetryMaxS: cfg.Poll.RetryMaxS, MaxInvocations: cfg.Runtime.MaxInvocations,
-		KeepAliveS: cfg.Runtime.KeepAliveS, GraceS: cfg.Shutdown.GraceS,
-		// A relay cannot withdraw a request in flight: wait for the parked
-		// poll's reply (the control plane answers it on the result or ack).
-		// The loop reads the same answer from the transport.
-		KeepPollOnWake: !tr.CanWithdraw(),
-	}
+	kinds := mcfg.Runners
 	// process is always built: setups run through it whatever the host offers.
 	offered, err := builtin.Runners(append([]string{runners.KindProcess}, kinds...), builtin.Options{
 		Docker: docker.Options{Entry: cfg.Runtime.ContainerEntry},
@@ -158,8 +160,10 @@ func daemonMain(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, log *
 		},
 		Signals:  signalKinds(ctx, env.signals),
 		Board:    board,
-		Versions: probed.Versions,
+		Versions: mcfg.Versions,
 		Log:      log,
+		Keys:     id.rotator(),
+		Revoked:  id.revokedChan(),
 	})
 	if res.Code != 0 {
 		fmt.Fprintf(env.stderr, "nymph daemon: %s\n", res.Reason)
@@ -167,6 +171,33 @@ func daemonMain(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, log *
 		log.Info("daemon exited", "reason", res.Reason)
 	}
 	return res.Code
+}
+
+// hostMachine probes the host and builds the daemon core's configuration
+// from cfg and what the probe found; keepPoll is !CanWithdraw of the
+// transport. nymph daemon join builds its enrolling hello from the same.
+func hostMachine(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, keepPoll bool, log *slog.Logger) (daemon.Config, hostprobe.Env) {
+	probeEnv := hostprobe.System(Version)
+	if env.getenv(cloudProbeEnv) == "off" {
+		probeEnv.AWSBase, probeEnv.GCPBase = "", ""
+	}
+	probed := hostprobe.Probe(ctx, probeEnv)
+	tags := hostprobe.MergeTags(cfg.Daemon.Tags, probed.Tags)
+	kinds := hostprobe.MergeRunners(cfg.Runtime.Runners, probed.Runners)
+	log.Info("host probed", "tags", tags, "runners", kinds)
+	hostname, _ := os.Hostname()
+	return daemon.Config{
+		MachineID: cfg.Daemon.MachineID, Hostname: hostname, Label: cfg.Daemon.Label,
+		Tags: tags, Lanes: cfg.Daemon.Lanes, Runners: kinds, Workdir: cfg.Runtime.Workdir,
+		Versions: probed.Versions, DaemonVersion: Version, DefaultRunner: cfg.Runtime.DefaultRunner,
+		Queue: cfg.Daemon.Queue, WaitMaxS: cfg.Poll.WaitMaxS, RetryMinS: cfg.Poll.RetryMinS,
+		RetryMaxS: cfg.Poll.RetryMaxS, MaxInvocations: cfg.Runtime.MaxInvocations,
+		KeepAliveS: cfg.Runtime.KeepAliveS, GraceS: cfg.Shutdown.GraceS,
+		// A relay cannot withdraw a request in flight: wait for the parked
+		// poll's reply (the control plane answers it on the result or ack).
+		// The loop reads the same answer from the transport.
+		KeepPollOnWake: keepPoll,
+	}, probeEnv
 }
 
 // buildTransport picks the carrier named by [server] transport.
