@@ -83,8 +83,11 @@ func runDaemonJoin(ctx context.Context, env *cliEnv, args []string) int {
 		return fail(1, "enrolled as worker %s, but %v; join again with a new token", res.workerID, err)
 	}
 	fmt.Fprintf(env.stdout, "joined %s as worker %s with key %s\n", plan.cfg.Server.URL, res.workerID, res.keyID)
-	fmt.Fprintf(env.stdout, "wrote %s, %s and %s; start the daemon with: nymph daemon%s\n",
-		plan.configPath, plan.cfg.Identity.KeyFile, plan.cfg.Server.CAFile, plan.configFlag())
+	wrote := plan.configPath + " and " + plan.cfg.Identity.KeyFile
+	if plan.cfg.Server.CAFile != "" {
+		wrote = plan.configPath + ", " + plan.cfg.Identity.KeyFile + " and " + plan.cfg.Server.CAFile
+	}
+	fmt.Fprintf(env.stdout, "wrote %s; start the daemon with: nymph daemon%s\n", wrote, plan.configFlag())
 	return 0
 }
 
@@ -151,37 +154,28 @@ type joined struct {
 	caPEM           []byte
 }
 
-// enroll sends the enrolling hello: over TLS pinned to the token's
-// fingerprint, so the handshake fails, before any byte of the request —
-// the token's secret among them — is written, unless the server shows the
-// pinned CA.
+// enroll sends the enrolling hello, signed by a new key, carrying the
+// token's secret. The secret leaves the host only once the pin holds: a
+// direct join speaks TLS pinned to the token's fingerprint, so the
+// handshake fails before any byte of the request is written unless the
+// server shows the pinned CA; a join through a relay checks the CA the
+// relay verifies its upstream by (wire.RelayUpstreamFile), since the
+// relay holds the TLS connection.
 func enroll(ctx context.Context, env *cliEnv, plan *joinPlan, tok identity.JoinToken, log *slog.Logger) (joined, int, error) {
-	cfg := plan.cfg
-	if cfg.Server.Transport != "direct" {
-		return joined{}, 2, fmt.Errorf("[server] transport %q: a join through a relay is not built yet; join over direct https", cfg.Server.Transport)
-	}
-	u, err := url.Parse(cfg.Server.URL)
-	if err != nil || u.Scheme != "https" {
-		return joined{}, 2, fmt.Errorf("server %q: a join needs an https:// URL (the token pins the server's CA)", cfg.Server.URL)
-	}
-	pin, err := tlsca.NewPinned(tok.Fingerprint)
+	carrier, err := joinCarrier(plan, tok, log)
 	if err != nil {
 		return joined{}, 2, err
 	}
-	client, err := httpclient.New(httpclient.Options{BaseURL: cfg.Server.URL, TLS: pin.Config(u.Hostname()), Log: log})
-	if err != nil {
-		return joined{}, 2, err
-	}
-	defer client.CloseIdle()
+	defer carrier.close()
 	_, key, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		return joined{}, 1, fmt.Errorf("generate a key: %w", err)
 	}
-	sign, err := signer.New(signer.Options{Next: client, Key: key, ServerURL: cfg.Server.URL, Random: rand.Reader})
+	sign, err := signer.New(signer.Options{Next: carrier.tr, Key: key, ServerURL: plan.cfg.Server.URL, Random: rand.Reader})
 	if err != nil {
 		return joined{}, 2, err
 	}
-	body, err := enrollingHello(ctx, env, cfg, sign.PublicKey(), log)
+	body, err := enrollingHello(ctx, env, plan.cfg, sign.PublicKey(), carrier.tr.CanWithdraw(), log)
 	if err != nil {
 		return joined{}, 1, err
 	}
@@ -190,22 +184,94 @@ func enroll(ctx context.Context, env *cliEnv, plan *joinPlan, tok identity.JoinT
 	var pinErr *tlsca.PinError
 	switch {
 	case errors.As(err, &pinErr):
-		return joined{}, 2, fmt.Errorf("the server's CA does not match the token; the secret was not sent\n  expected: %s\n  actual:   %s",
-			pinErr.Want, strings.Join(pinErr.Got, ", "))
+		return joined{}, 2, pinMismatch(pinErr.Want, strings.Join(pinErr.Got, ", "))
 	case err != nil:
-		return joined{}, 1, fmt.Errorf("hello to %s: %w", cfg.Server.URL, err)
+		return joined{}, 1, fmt.Errorf("hello to %s: %w", plan.cfg.Server.URL, err)
 	}
-	caPEM, ok := pin.CA()
-	if !ok {
-		return joined{}, 1, errors.New("the TLS handshake passed without the pinned CA (a bug)")
+	res, code, err := helloOutcome(resp, key)
+	if err == nil && carrier.pinned != nil {
+		var ok bool
+		if res.caPEM, ok = carrier.pinned.CA(); !ok {
+			return joined{}, 1, errors.New("the TLS handshake passed without the pinned CA (a bug)")
+		}
 	}
-	return helloOutcome(resp, key, caPEM)
+	return res, code, err
+}
+
+func pinMismatch(want, got string) error {
+	return fmt.Errorf("the server's CA does not match the token; the secret was not sent\n  expected: %s\n  actual:   %s", want, got)
+}
+
+// carrier is how an enrolling hello travels.
+type carrier struct {
+	tr     transport.Transport
+	pinned *tlsca.Pinned // nil through a relay
+	close  func()
+}
+
+// joinCarrier is the transport of the enrolling hello, with the pin
+// checked (through a relay) or about to be (direct).
+func joinCarrier(plan *joinPlan, tok identity.JoinToken, log *slog.Logger) (*carrier, error) {
+	cfg := &plan.cfg
+	if cfg.Server.Transport == "direct" {
+		u, err := url.Parse(cfg.Server.URL)
+		if err != nil || u.Scheme != "https" {
+			return nil, fmt.Errorf("server %q: a join needs an https:// URL (the token pins the server's CA)", cfg.Server.URL)
+		}
+		pin, err := tlsca.NewPinned(tok.Fingerprint)
+		if err != nil {
+			return nil, err
+		}
+		client, err := httpclient.New(httpclient.Options{BaseURL: cfg.Server.URL, TLS: pin.Config(u.Hostname()), Log: log})
+		if err != nil {
+			return nil, err
+		}
+		return &carrier{tr: client, pinned: pin, close: client.CloseIdle}, nil
+	}
+	if err := relayPin(cfg, tok); err != nil {
+		return nil, err
+	}
+	// A relayed daemon verifies no TLS itself: no CA file.
+	cfg.Server.CAFile = ""
+	tr, closeTr, err := buildTransport(*cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	return &carrier{tr: tr, close: closeTr}, nil
+}
+
+// relayPin checks the token's pin against the CA the relay verifies its
+// upstream by, and takes the relay's upstream as the server when the
+// config names none (it is the audience of every signature).
+func relayPin(cfg *daemonconfig.Config, tok identity.JoinToken) error {
+	if cfg.Server.RelayDir == "" {
+		return fmt.Errorf("[server] transport %q needs relay_dir", cfg.Server.Transport)
+	}
+	path := filepath.Join(filepath.Dir(filepath.Clean(cfg.Server.RelayDir)), wire.RelayUpstreamFile)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read the relay's upstream file (the relay writes it at start; is it running on this prefix?): %w", err)
+	}
+	ru, err := wire.ParseRelayUpstream(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if ru.CAFingerprint == "" {
+		return fmt.Errorf("%s: the relay verifies %s by the system's roots, not a CA file, so the token's pin cannot be checked; start the relay with --ca-file", path, ru.Server)
+	}
+	if !identity.SameFingerprint(ru.CAFingerprint, tok.Fingerprint) {
+		return pinMismatch(tok.Fingerprint, ru.CAFingerprint+" (the CA relay "+path+" verifies "+ru.Server+" by)")
+	}
+	if cfg.Server.URL == "" || cfg.Server.URL == wire.DefaultServerURL {
+		cfg.Server.URL = ru.Server
+	}
+	return nil
 }
 
 // enrollingHello is the hello the daemon itself would send first, with
 // the new public key: the same core builds it from the same probe.
-func enrollingHello(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, pub string, log *slog.Logger) ([]byte, error) {
-	mcfg, _ := hostMachine(ctx, env, cfg, false, log)
+func enrollingHello(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, pub string, withdraws bool, log *slog.Logger) ([]byte, error) {
+	mcfg, _ := hostMachine(ctx, env, cfg, !withdraws, log)
 	mcfg.PublicKey = &pub
 	for _, eff := range daemon.New(mcfg, mrand.New(mrand.NewPCG(1, 2))).Step(time.Now(), daemon.Boot{}) {
 		if h, ok := eff.(daemon.SendHello); ok {
@@ -216,7 +282,7 @@ func enrollingHello(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, p
 }
 
 // helloOutcome reads the control plane's answer to an enrolling hello.
-func helloOutcome(resp *transport.Response, key ed25519.PrivateKey, caPEM []byte) (joined, int, error) {
+func helloOutcome(resp *transport.Response, key ed25519.PrivateKey) (joined, int, error) {
 	if resp.Status == 429 {
 		return joined{}, 1, errors.New("the control plane is refusing enrolments from this address for now (rate limit; try again in a minute)")
 	}
@@ -235,7 +301,7 @@ func helloOutcome(resp *transport.Response, key ed25519.PrivateKey, caPEM []byte
 	if hr.KeyID == nil || *hr.KeyID != want || hr.WorkerID == nil {
 		return joined{}, 1, fmt.Errorf("the control plane answered the hello without enrolling key %s (key_id %v)", want, hr.KeyID)
 	}
-	return joined{workerID: *hr.WorkerID, keyID: want, key: key, caPEM: caPEM}, 0, nil
+	return joined{workerID: *hr.WorkerID, keyID: want, key: key}, 0, nil
 }
 
 // write keeps what the join got: the key (private, atomically), the CA,
@@ -244,8 +310,10 @@ func (p *joinPlan) write(res joined) error {
 	if err := secretfile.Write(p.cfg.Identity.KeyFile, identity.EncodeSeed(res.key)); err != nil {
 		return fmt.Errorf("store the key: %w", err)
 	}
-	if err := writePublic(p.cfg.Server.CAFile, res.caPEM); err != nil {
-		return fmt.Errorf("store the CA: %w", err)
+	if res.caPEM != nil {
+		if err := writePublic(p.cfg.Server.CAFile, res.caPEM); err != nil {
+			return fmt.Errorf("store the CA: %w", err)
+		}
 	}
 	out, err := p.cfg.TOML()
 	if err != nil {
