@@ -2,6 +2,8 @@ package daemonloop
 
 import (
 	"context"
+	"crypto/ed25519"
+	crand "crypto/rand"
 	"fmt"
 	"math/rand/v2"
 	"os/exec"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nymphd/nymph/hostio/shellexec"
+	"github.com/nymphd/nymph/hostio/signer"
 	"github.com/nymphd/nymph/wirecore/daemon"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
@@ -109,13 +112,30 @@ func BenchmarkBackToBackTrue(b *testing.B) {
 // true` and one exec of `true` through the daemon (pushed to the parked
 // poll, timed until its result reaches the plane), so that load from
 // other processes falls on both alike. rate-ratio is the daemon's exec
-// rate over the direct rate (goal: at least 0.8).
+// rate over the direct rate (goal: at least 0.8). "signed" is the same
+// with every request signed by a host key (hostio/signer), as a joined
+// daemon sends them: the cost of signing on the exec rate.
 func BenchmarkPairedTrue(b *testing.B) {
 	if _, err := exec.LookPath("bash"); err != nil {
 		b.Skip("bash is needed")
 	}
+	b.Run("bearer", func(b *testing.B) { pairedTrue(b, false) })
+	b.Run("signed", func(b *testing.B) { pairedTrue(b, true) })
+}
+
+func pairedTrue(b *testing.B, signed bool) {
 	p := newPlane()
 	opt, sigs := benchOptions(b, p)
+	if signed {
+		_, key, err := ed25519.GenerateKey(crand.Reader)
+		if err != nil {
+			b.Fatal(err)
+		}
+		opt.Transport, err = signer.New(signer.Options{Next: p, Key: key, ServerURL: "https://plane.example", Random: crand.Reader})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
 	done := make(chan Result, 1)
 	go func() { done <- Run(context.Background(), opt) }()
 	p.waitUntil(func(p *plane) bool { return len(p.polls) > 0 })
