@@ -20,6 +20,8 @@
 //     AWS, GCP or local). daemon.
 //   - httpclient: the direct HTTP transport, and the no-redirect rule.
 //     daemon; ctl and dev through opclient.
+//   - instancelock: one process per directory (flock), the holder named
+//     in the refusal. daemon (its state directory), relay (its prefix).
 //   - introspect: the daemon's loopback /status and /metrics server.
 //     daemon; dev reads /status.
 //   - opclient: the client of serve's operator API. ctl, dev.
@@ -30,8 +32,10 @@
 //     group's stop (SIGTERM, a grace, SIGKILL). daemon (shellexec, the
 //     process and docker runners), dev.
 //   - promtext: the Prometheus text format. daemon (introspect), relay.
-//   - secretfile: what counts as private on disk, and reading token files.
-//     daemon, serve, ctl, relay.
+//   - secretfile: what counts as private on disk, reading token files,
+//     and replacing a private file atomically. daemon, serve, ctl, relay.
+//   - signer: the daemon's host key on the wire: every request signed,
+//     the key rotated, a revocation recognised. daemon (and its join).
 //   - shellexec: one exec, `bash -c` in its own process group, with the
 //     output caps and streaming. daemon.
 //   - spoolclient: the spool-directory relay transport, the daemon's side.
