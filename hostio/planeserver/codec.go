@@ -83,6 +83,8 @@ func appendMsgpack(b []byte, body any) ([]byte, error) {
 		return v.MarshalMsg(b)
 	case wire.PresignResponse:
 		return v.MarshalMsg(b)
+	case wire.KeyRotationResponse:
+		return v.MarshalMsg(b)
 	}
 	return b, fmt.Errorf("no msgpack encoding for %T", body)
 }

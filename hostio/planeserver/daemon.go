@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nymphd/nymph/wirecore/identity"
 	"github.com/nymphd/nymph/wirecore/operator"
 	"github.com/nymphd/nymph/wirecore/plane"
 	"github.com/nymphd/nymph/wirecore/wire"
@@ -26,16 +27,14 @@ func (s *Server) routes() {
 	m.HandleFunc("POST "+wire.PathPoll, s.daemon(s.decoded("poll", MaxControlBody, pollRequest)))
 	m.HandleFunc("POST "+wire.PathAck, s.daemon(s.decoded("ack", MaxResultBody, ackRequest)))
 	m.HandleFunc("POST "+wire.PatternExecResult, s.daemon(s.decoded("exec result", MaxResultBody, execResultRequest)))
-	m.HandleFunc("POST "+wire.PatternExecChunk, s.daemon(s.chunk))
+	m.HandleFunc("POST "+wire.PatternExecChunk, s.daemon(s.decoded("log chunk", MaxChunkBody, chunkRequest)))
 	m.HandleFunc("POST "+wire.PatternPresign, s.daemon(s.presign))
 	// The plane records no events or streamed results (docs/protocol.md,
-	// "Endpoints": never posted by nymph); they are accepted so a peer
-	// that posts them is not failed.
-	m.HandleFunc("POST "+wire.PathEvent, s.daemon(s.accept))
-	m.HandleFunc("POST "+wire.PathResultChunk, s.daemon(s.accept))
-	m.HandleFunc("POST "+wire.PathKeys, s.daemon(func(w http.ResponseWriter, r *http.Request, asJSON bool) {
-		refuseBody(w, http.StatusNotImplemented, asJSON, "key rotation needs daemon identities, which this control plane does not enroll")
-	}))
+	// "Endpoints": never posted by nymph); they are authenticated and
+	// accepted, so a peer that posts them is not failed.
+	m.HandleFunc("POST "+wire.PathEvent, s.daemon(s.decoded("event", MaxResultBody, authenticateRequest)))
+	m.HandleFunc("POST "+wire.PathResultChunk, s.daemon(s.decoded("result chunk", MaxResultBody, authenticateRequest)))
+	m.HandleFunc("POST "+wire.PathKeys, s.daemon(s.decoded("key rotation", MaxControlBody, keysRequest)))
 	if s.cfg.Blobs != nil {
 		m.Handle(BlobPathPrefix, s.cfg.Blobs.Handler())
 	}
@@ -43,17 +42,34 @@ func (s *Server) routes() {
 	s.mux = m
 }
 
-// daemon wraps a daemon route with the bearer check, made on the headers
-// alone: a request without the bearer is refused before a byte of its
-// body is read.
-func (s *Server) daemon(h func(w http.ResponseWriter, r *http.Request, asJSON bool)) http.HandlerFunc {
+// daemonHandler serves a daemon route whose credentials were read: a's
+// Req is filled in once the body is.
+type daemonHandler func(w http.ResponseWriter, r *http.Request, asJSON bool, a plane.Auth)
+
+// daemon wraps a daemon route with the credentials check made on the
+// headers alone: a request refused on them is refused before a byte of
+// its body is read. An enrolling hello is also held to the per-peer
+// enrolment limit here.
+func (s *Server) daemon(h daemonHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		asJSON := isJSON(r)
-		if refusal := s.daemonRefusal(r); refusal != "" {
+		a, refusal, message := s.daemonCreds(r)
+		switch {
+		case refusal == plane.ErrMalformedSignature:
+			w.Header().Set("Connection", "close")
+			_ = writeBody(w, http.StatusUnauthorized, asJSON, plane.ErrorBody{Error: refusal, Message: message})
+			return
+		case refusal != "":
 			refuseBody(w, http.StatusUnauthorized, asJSON, refusal)
 			return
+		case a.EnrollSecret != "" && !s.enrolls.allow(peerHost(r), s.cfg.Now()):
+			w.Header().Set("Retry-After", strconv.Itoa(enrollRetryAfterS))
+			w.Header().Set("Connection", "close")
+			_ = writeBody(w, http.StatusTooManyRequests, asJSON, plane.ErrorBody{Error: plane.ErrEnrollRateLimited,
+				Message: fmt.Sprintf("more than %d enrolling hellos from %s this minute; retry in %d s", EnrollPerMinute, peerHost(r), enrollRetryAfterS)})
+			return
 		}
-		h(w, r, asJSON)
+		h(w, r, asJSON, a)
 	}
 }
 
@@ -65,38 +81,6 @@ const (
 		": this control plane does not take a relay's word for a daemon (a relay frame without headers cannot carry the daemon's bearer); " +
 		"start nymph serve with --trust-relay-daemons to accept daemon requests that carry a valid relay token"
 )
-
-// daemonRefusal says why a daemon request is not authorized, or "" when
-// it is: the daemon bearer in Authorization; or a relay token in
-// Authorization with the daemon bearer in X-LS-Daemon-Authorization; or,
-// with TrustRelayDaemons, a relay token and no daemon bearer at all (a
-// raw frame of a protocol "1" daemon: the relay vouches for it).
-func (s *Server) daemonRefusal(r *http.Request) string {
-	if s.cfg.DaemonToken == "" {
-		return ""
-	}
-	auth := r.Header.Get("Authorization")
-	if bearerIs(auth, s.cfg.DaemonToken) {
-		return ""
-	}
-	if !bearerIs(auth, s.cfg.RelayToken) {
-		return refusedBearer
-	}
-	if carried := r.Header.Values(wire.HeaderDaemonAuthorization); len(carried) > 0 {
-		if len(carried) == 1 && bearerIs(carried[0], s.cfg.DaemonToken) {
-			return ""
-		}
-		return refusedRelayBearer
-	}
-	if s.cfg.TrustRelayDaemons {
-		return ""
-	}
-	s.rawRelayRefused.Do(func() {
-		s.log.Warn("refusing relayed daemon requests that carry no daemon bearer (raw relay frames); start nymph serve with --trust-relay-daemons to accept them on the relay's token",
-			"path", r.URL.Path)
-	})
-	return refusedRawRelay
-}
 
 func bearerIs(header, token string) bool {
 	got, ok := strings.CutPrefix(header, "Bearer ")
@@ -115,6 +99,10 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, asJSON bool, req
 	}
 	if rep.RetryAfterS > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(rep.RetryAfterS))
+	}
+	if f := rep.Forgery; f != nil {
+		s.log.Warn("refused a request signed by one worker's key acting for another",
+			"signer", f.Signer, "target", f.Target, "request", f.What, "path", r.URL.Path, "peer", r.RemoteAddr)
 	}
 	if e, ok := rep.Body.(plane.ErrorBody); ok && e.Error == plane.ErrWorkerLimit {
 		s.log.Debug("hello refused for the worker limit", "message", e.Message)
@@ -145,13 +133,14 @@ func carriesCommands(r *plane.Reply) bool {
 // request the core takes; execID is the path's {exec_id}, "" where the
 // route has none. The route's handler (decoded) and its fuzz target both
 // decode through it.
-type bodyRequest func(execID string, body []byte, asJSON bool) (plane.Request, error)
+type bodyRequest func(execID string, body []byte, asJSON bool) (plane.DaemonRequest, error)
 
 // decoded serves a daemon route whose body is one core request: read under
-// limit, decoded by request, finished by the core; a body that does not
-// decode is a 400 "malformed <what>".
-func (s *Server) decoded(what string, limit int64, request bodyRequest) func(http.ResponseWriter, *http.Request, bool) {
-	return func(w http.ResponseWriter, r *http.Request, asJSON bool) {
+// limit, decoded by request, given the credentials (the signature covers
+// the body as read), finished by the core; a body that does not decode is
+// a 400 "malformed <what>".
+func (s *Server) decoded(what string, limit int64, request bodyRequest) daemonHandler {
+	return func(w http.ResponseWriter, r *http.Request, asJSON bool, a plane.Auth) {
 		body, ok := s.readBody(w, r, limit, asJSON)
 		if !ok {
 			return
@@ -161,13 +150,14 @@ func (s *Server) decoded(what string, limit int64, request bodyRequest) func(htt
 			writeError(w, http.StatusBadRequest, asJSON, "malformed "+what+": "+err.Error())
 			return
 		}
-		s.finish(w, r, asJSON, req)
+		a.Req = identity.NewRequest(r.Method, r.URL.Path, body)
+		s.finish(w, r, asJSON, req.Authed(a))
 	}
 }
 
 // helloRequest reads a hello body: the first required key it lacks (then
 // nothing else is decoded), else the request.
-func helloRequest(_ string, body []byte, _ bool) (plane.Request, error) {
+func helloRequest(_ string, body []byte, _ bool) (plane.DaemonRequest, error) {
 	var req wire.HelloRequest
 	missing, err := plane.MissingHelloField(body)
 	if err == nil && missing == "" {
@@ -176,10 +166,12 @@ func helloRequest(_ string, body []byte, _ bool) (plane.Request, error) {
 	return plane.Hello{Body: req, Missing: missing}, err
 }
 
-// pollRequest and ackRequest read their bodies as msgpack alone.
+// pollRequest, ackRequest and keysRequest read their bodies as msgpack
+// alone.
 var (
-	pollRequest = fromMsgpack(func(b wire.PollRequest) plane.Request { return plane.Poll{Body: b} })
-	ackRequest  = fromMsgpack(func(b wire.Ack) plane.Request { return plane.Ack{Body: b} })
+	pollRequest = fromMsgpack(func(b wire.PollRequest) plane.DaemonRequest { return plane.Poll{Body: b} })
+	ackRequest  = fromMsgpack(func(b wire.Ack) plane.DaemonRequest { return plane.Ack{Body: b} })
+	keysRequest = fromMsgpack(func(b wire.KeyRotationRequest) plane.DaemonRequest { return plane.Keys{Body: b} })
 )
 
 // fromMsgpack decodes a msgpack body into the route's body type (whatever
@@ -188,8 +180,8 @@ var (
 func fromMsgpack[T any, P interface {
 	*T
 	msgp.Unmarshaler
-}](build func(T) plane.Request) bodyRequest {
-	return func(_ string, raw []byte, _ bool) (plane.Request, error) {
+}](build func(T) plane.DaemonRequest) bodyRequest {
+	return func(_ string, raw []byte, _ bool) (plane.DaemonRequest, error) {
 		var body T
 		if err := decodeMsgpack(raw, P(&body)); err != nil {
 			return nil, err
@@ -200,7 +192,7 @@ func fromMsgpack[T any, P interface {
 
 // execResultRequest takes the result as msgpack or, as docs/protocol.md,
 // "Exec result" allows, as JSON.
-func execResultRequest(execID string, body []byte, asJSON bool) (plane.Request, error) {
+func execResultRequest(execID string, body []byte, asJSON bool) (plane.DaemonRequest, error) {
 	var res wire.ExecResult
 	var err error
 	if asJSON {
@@ -211,25 +203,24 @@ func execResultRequest(execID string, body []byte, asJSON bool) (plane.Request, 
 	return plane.ExecResult{ExecID: execID, Body: res}, err
 }
 
-// chunk takes raw log bytes, whatever the content type says.
-func (s *Server) chunk(w http.ResponseWriter, r *http.Request, asJSON bool) {
-	body, ok := s.readBody(w, r, MaxChunkBody, asJSON)
+// chunkRequest takes raw log bytes, whatever the content type says.
+func chunkRequest(execID string, body []byte, _ bool) (plane.DaemonRequest, error) {
+	return plane.Chunk{ExecID: execID, Data: body}, nil
+}
+
+// authenticateRequest takes a body the plane does not read: only the
+// request's credentials are checked.
+func authenticateRequest(string, []byte, bool) (plane.DaemonRequest, error) {
+	return plane.Authenticate{}, nil
+}
+
+func (s *Server) presign(w http.ResponseWriter, r *http.Request, asJSON bool, a plane.Auth) {
+	body, ok := s.readBody(w, r, MaxControlBody, asJSON)
 	if !ok {
 		return
 	}
-	execID := r.PathValue("exec_id")
-	s.finish(w, r, asJSON, plane.Chunk{ExecID: execID, Data: body})
-}
-
-func (s *Server) accept(w http.ResponseWriter, r *http.Request, asJSON bool) {
-	if _, ok := s.readBody(w, r, MaxResultBody, asJSON); ok {
-		_ = writeBody(w, http.StatusOK, asJSON, plane.OK{})
-	}
-}
-
-func (s *Server) presign(w http.ResponseWriter, r *http.Request, asJSON bool) {
-	body, ok := s.readBody(w, r, MaxControlBody, asJSON)
-	if !ok {
+	a.Req = identity.NewRequest(r.Method, r.URL.Path, body)
+	if !s.authenticated(w, r, asJSON, a) {
 		return
 	}
 	if s.cfg.Blobs == nil {
@@ -260,6 +251,23 @@ func (s *Server) presign(w http.ResponseWriter, r *http.Request, asJSON bool) {
 	default:
 		_ = writeBody(w, http.StatusOK, asJSON, resp)
 	}
+}
+
+// authenticated has the plane check the credentials of a request it does
+// not otherwise see, and answers its refusal.
+func (s *Server) authenticated(w http.ResponseWriter, r *http.Request, asJSON bool, a plane.Auth) bool {
+	_, rep, err := s.call(r.Context(), plane.Authenticate{Auth: a})
+	switch {
+	case rep == nil:
+		if r.Context().Err() == nil {
+			writeError(w, http.StatusServiceUnavailable, asJSON, err.Error())
+		}
+		return false
+	case rep.Status != http.StatusOK:
+		_ = writeBody(w, rep.Status, asJSON, rep.Body)
+		return false
+	}
+	return true
 }
 
 // decodePresign reads a presign body, JSON where asJSON, else msgpack.

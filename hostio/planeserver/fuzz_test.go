@@ -1,13 +1,18 @@
 package planeserver
 
 import (
+	"crypto/ed25519"
+	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nymphd/nymph/wirecore/identity"
 	"github.com/nymphd/nymph/wirecore/operator"
 	"github.com/nymphd/nymph/wirecore/plane"
 	"github.com/nymphd/nymph/wirecore/wire"
@@ -29,18 +34,25 @@ var fuzzT0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 type fuzzFixture struct {
 	p                    *plane.Plane
 	worker, exec, invoke string
-	next                 plane.RequestID
+	// keyed is a second worker, enrolled with key.
+	keyed string
+	key   ed25519.PrivateKey
+	next  plane.RequestID
 }
+
+// fuzzBearer is the Auth of a request with a valid daemon bearer.
+var fuzzBearer = plane.Auth{Bearer: true}
 
 func newFuzzFixture(t testing.TB) *fuzzFixture {
 	fx := &fuzzFixture{p: plane.New(plane.Config{Entropy: rand.NewChaCha8([32]byte{9}), MaxWorkers: 2})}
-	r := fx.step(t, plane.Hello{Body: *helloBody("m1")})
+	r := fx.step(t, plane.Hello{Body: *helloBody("m1"), Auth: fuzzBearer})
 	fx.worker = *r.Body.(wire.HelloResponse).WorkerID
+	fx.enrolKeyed(t)
 	r = fx.step(t, plane.EnqueueExec{WorkerID: fx.worker, Body: operator.ExecRequest{Command: "true", Stream: true}})
 	fx.exec = r.Body.(operator.ExecAccepted).ExecID
 	r = fx.step(t, plane.EnqueueRun{Body: operator.RunRequest{Function: wire.Function{Module: "m", Qualname: "f"}}})
 	fx.invoke = r.Body.(operator.Invocation).ID
-	if r := fx.step(t, plane.Poll{Body: wire.PollRequest{WorkerID: fx.worker}}); len(r.Body.(wire.PollResponse).Commands) != 2 {
+	if r := fx.step(t, plane.Poll{Body: wire.PollRequest{WorkerID: fx.worker}, Auth: fuzzBearer}); len(r.Body.(wire.PollResponse).Commands) != 2 {
 		t.Fatalf("fixture poll: %+v", r.Body)
 	}
 	return fx
@@ -67,12 +79,50 @@ func (fx *fuzzFixture) step(t testing.TB, req plane.Request) plane.Reply {
 	return plane.Reply{}
 }
 
+// enrolKeyed enrols machine m2 with a key of a fixed seed, through a
+// join token, as a daemon's first signed hello does.
+func (fx *fuzzFixture) enrolKeyed(t testing.TB) {
+	seed := sha256.Sum256([]byte("fuzz fixture key"))
+	fx.key = ed25519.NewKeyFromSeed(seed[:])
+	secret := strings.Repeat("5e", identity.SecretBytes)
+	fx.step(t, plane.CreateToken{SecretHash: identity.SecretHash(secret)})
+	body := helloBody("m2")
+	pub := identity.EncodePublicKey(fx.key.Public().(ed25519.PublicKey))
+	body.PublicKey = &pub
+	raw, err := body.MarshalMsg(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := fx.signed(wire.PathHello, raw, 1)
+	a.EnrollSecret = secret
+	r := fx.step(t, plane.Hello{Body: *body, Auth: a})
+	if resp := r.Body.(wire.HelloResponse); resp.Reject != nil || resp.KeyID == nil {
+		t.Fatalf("fixture enrolment: %+v", resp.Reject)
+	}
+	fx.keyed = *r.Body.(wire.HelloResponse).WorkerID
+}
+
+// signed is the Auth of a request on path with body, signed by the
+// fixture's key with nonce n.
+func (fx *fuzzFixture) signed(path string, body []byte, n int) plane.Auth {
+	a := plane.Auth{Req: identity.NewRequest("POST", path, body)}
+	a.Sig = &identity.Signature{KeyID: identity.KeyID(fx.key.Public().(ed25519.PublicKey)), Timestamp: fuzzT0.Unix(),
+		Nonce: fmt.Sprintf("fuzz-nonce-%08d", n)}
+	identity.Sign(fx.key, a.Req, a.Sig)
+	return a
+}
+
 // checkAnswer holds a route's answer to the protocol: a documented
-// status, a body the route can encode, a 422 that names its field.
+// status, a body the route can encode, a 422 that names its field, a
+// credentials refusal that has a code and a message.
 func checkAnswer(t *testing.T, r plane.Reply, asJSON bool) {
 	t.Helper()
 	switch r.Status {
 	case plane.StatusOK, plane.StatusNotFound, plane.StatusServiceUnavailable:
+	case plane.StatusUnauthorized, plane.StatusForbidden:
+		if e, ok := r.Body.(plane.ErrorBody); !ok || e.Error == "" || e.Message == "" {
+			t.Fatalf("%d %#v", r.Status, r.Body)
+		}
 	case plane.StatusUnprocessableEntity:
 		v, ok := r.Body.(wire.ValidationError)
 		if !ok || v.Field == "" || v.Error == "" || v.Message == "" || len(v.Message) > 512 {
@@ -100,7 +150,7 @@ func checkRoute(t *testing.T, request bodyRequest, execID string, body []byte, a
 	if err != nil {
 		return // 400 malformed
 	}
-	checkAnswer(t, newFuzzFixture(t).step(t, req), asJSON)
+	checkAnswer(t, newFuzzFixture(t).step(t, req.Authed(fuzzBearer)), asJSON)
 }
 
 func seedGoldens(f *testing.F, names ...string) {
@@ -182,4 +232,31 @@ func FuzzPresignBody(f *testing.F) {
 	f.Add(true, []byte(`{"op": "put", "key": "job-1/args", "size": 5, "overwrite": true}`))
 	f.Add(true, []byte(`{"op": "get", "key": "../../nymph.db"}`))
 	f.Fuzz(func(t *testing.T, asJSON bool, body []byte) { _, _ = decodePresign(body, asJSON) })
+}
+
+// FuzzKeysBody fuzzes a key rotation as the route reads it: the body and
+// the new key's proof header, signed by the fixture's enrolled key, so
+// the rotation gets past the signature to the body's checks.
+func FuzzKeysBody(f *testing.F) {
+	seedGoldens(f, "key_rotation_request")
+	fx := newFuzzFixture(f)
+	newKey := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
+	seedMsg(f, &wire.KeyRotationRequest{WorkerID: fx.keyed, NewPublicKey: identity.EncodePublicKey(newKey.Public().(ed25519.PublicKey))})
+	seedMsg(f, &wire.KeyRotationRequest{WorkerID: fx.worker, NewPublicKey: "short"})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, err := keysRequest("", body, false)
+		if err != nil {
+			return // 400 malformed
+		}
+		fx := newFuzzFixture(t)
+		a := fx.signed(wire.PathKeys, body, 2)
+		proof := *a.Sig
+		identity.Sign(newKey, a.Req, &proof)
+		a.NewKeySig = identity.EncodeSignature(proof.Sig[:])
+		r := fx.step(t, req.Authed(a))
+		checkAnswer(t, r, false)
+		if k, ok := r.Body.(wire.KeyRotationResponse); ok && k.Reject == nil && k.KeyID != identity.KeyID(newKey.Public().(ed25519.PublicKey)) {
+			t.Fatalf("rotated to %s, not the key that proved itself", k.KeyID)
+		}
+	})
 }

@@ -101,7 +101,7 @@ func TestEveryBodyServeSendsFitsTheProtocolTypes(t *testing.T) {
 		{"unknown worker", wire.PathPoll, must((&wire.PollRequest{WorkerID: "0123456789abcdef01234567"}).MarshalMsg(nil)), nil, 404},
 		{"garbage poll", wire.PathPoll, []byte{0xc1}, nil, 400},
 		{"unknown exec result", wire.PathExecResult("nope"), must((&wire.ExecResult{}).MarshalMsg(nil)), nil, 404},
-		{"key rotation", wire.PathKeys, must((&wire.KeyRotationRequest{WorkerID: w, NewPublicKey: "k"}).MarshalMsg(nil)), nil, 501},
+		{"unsigned key rotation", wire.PathKeys, must((&wire.KeyRotationRequest{WorkerID: w, NewPublicKey: "k"}).MarshalMsg(nil)), nil, 401},
 		{"oversized hello", wire.PathHello, make([]byte, MaxControlBody+1), nil, 413},
 	} {
 		status, b := ts.post(c.path, wire.ContentTypeMsgpack, c.body, c.hdr...)

@@ -78,6 +78,18 @@ type Config struct {
 	// then is answered 503 with Retry-After.
 	MaxLargeBodies int
 	LargeBodyWait  time.Duration
+	// Audience is the origin every request signature must name
+	// ("https://plane.example:8383"); empty takes PublicURL's origin
+	// (scheme, host and port, no path), which is what a daemon signs for.
+	Audience string
+	// RequireSignatures refuses unsigned daemon requests, bearer or not
+	// (hello with the enrollment_signature_required reject, the other
+	// routes 401): turn it on once every host joined with a token.
+	RequireSignatures bool
+	// CAFingerprint is identity.SPKIFingerprint of the CA that signs this
+	// server's certificate, the half of a join token that pins it. Empty
+	// (no TLS), tokens cannot be minted: a token must pin the CA.
+	CAFingerprint string
 	// Log receives the server's log; nil discards it.
 	Log *slog.Logger
 }
@@ -106,6 +118,8 @@ type Server struct {
 	// largeBodyFreed says a large body was let go since the last
 	// collectLargeGarbage.
 	largeBodyFreed atomic.Bool
+	// enrolls counts enrolling hellos per peer.
+	enrolls enrollLimiter
 }
 
 // New loads the store and rebuilds the plane from it.
@@ -124,6 +138,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg.Plane.ChunkURLBase = strings.TrimRight(public.String(), "/")
+	if cfg.Audience == "" {
+		cfg.Audience = (&url.URL{Scheme: public.Scheme, Host: public.Host}).String()
+	}
+	cfg.Plane.Audience = cfg.Audience
+	cfg.Plane.RequireSignatures = cfg.RequireSignatures
 	if cfg.TickEvery <= 0 {
 		cfg.TickEvery = time.Second
 	}

@@ -165,6 +165,13 @@ var migrations = []string{
 		PRIMARY KEY (exec_id, off)
 	) WITHOUT ROWID;`,
 	renameRunConfigKeys(),
+	// Join tokens (only a hash of each secret). Workers gain key fields
+	// in their documents, which need no migration: a worker stored before
+	// has none, and is a bearer worker.
+	`CREATE TABLE tokens (
+		id   TEXT PRIMARY KEY,
+		doc  BLOB NOT NULL
+	);`,
 }
 
 // renameRunConfigKeys is migration 2. Version 1 stored an invocation's
@@ -222,7 +229,7 @@ func (s *Store) migrate(ctx context.Context) error {
 }
 
 // Apply writes a batch in one transaction: upserts (workers, commands,
-// invocations, execs, chunks) then deletions (commands, forgotten
+// invocations, execs, tokens, chunks) then deletions (commands, forgotten
 // invocations, forgotten execs with their logs), as plane.Batch orders
 // them. When it returns nil the batch is durable.
 func (s *Store) Apply(ctx context.Context, b plane.Batch) error {
@@ -282,6 +289,12 @@ func applyBatch(ctx context.Context, tx *sql.Tx, b *plane.Batch) error {
 		if err := upsert(ctx, tx, `INSERT INTO execs(exec_id, doc) VALUES (?, ?)
 			ON CONFLICT(exec_id) DO UPDATE SET doc = excluded.doc`, e, e.ExecID); err != nil {
 			return fmt.Errorf("exec %s: %w", e.ExecID, err)
+		}
+	}
+	for _, t := range b.Tokens {
+		if err := upsert(ctx, tx, `INSERT INTO tokens(id, doc) VALUES (?, ?)
+			ON CONFLICT(id) DO UPDATE SET doc = excluded.doc`, t, t.ID); err != nil {
+			return fmt.Errorf("token %s: %w", t.ID, err)
 		}
 	}
 	if err := appendChunks(ctx, tx, b.Chunks); err != nil {
@@ -375,6 +388,9 @@ func (s *Store) Load(ctx context.Context) (plane.Snapshot, error) {
 	}
 	if snap.Execs, err = loadDocs[plane.ExecRecord](ctx, tx, `SELECT doc FROM execs ORDER BY exec_id`); err != nil {
 		return snap, fmt.Errorf("sqlstore: load execs from %s: %w", s.path, err)
+	}
+	if snap.Tokens, err = loadDocs[plane.TokenRecord](ctx, tx, `SELECT doc FROM tokens ORDER BY id`); err != nil {
+		return snap, fmt.Errorf("sqlstore: load tokens from %s: %w", s.path, err)
 	}
 	return snap, nil
 }

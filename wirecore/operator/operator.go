@@ -9,7 +9,11 @@
 // Errors are an Error body with a 4xx/5xx status.
 package operator
 
-import "github.com/nymphd/nymph/wirecore/wire"
+import (
+	"time"
+
+	"github.com/nymphd/nymph/wirecore/wire"
+)
 
 // Routes, relative to the server's base URL. {id} segments are path-escaped.
 const (
@@ -26,6 +30,8 @@ const (
 	PathInvocations = "/v1/admin/invocations"             // GET → []Invocation; POST RunRequest → Invocation
 	PathInvocation  = "/v1/admin/invocations/{id}"        // GET → Invocation
 	PathKill        = "/v1/admin/invocations/{id}/kill"   // POST → Invocation, or 409 when running
+	PathRevokeKey   = "/v1/admin/workers/{id}/revoke-key" // POST {} → KeyRevoked, or 409 without a key
+	PathTokens      = "/v1/admin/tokens"                  // POST TokenRequest → TokenCreated; GET → []Token
 )
 
 // Worker is one registered daemon as the control plane sees it.
@@ -42,6 +48,11 @@ type Worker struct {
 	LastSeenEpochS  float64 `json:"last_seen_epoch_s"`
 	PendingCommands int     `json:"pending_commands"`
 	Running         int     `json:"running"`
+	// KeyID is the worker's enrolled key; empty for a bearer worker.
+	KeyID string `json:"key_id,omitempty"`
+	// KeyRevoked says an operator revoked the worker's key: its machine
+	// comes back only by joining with a new token.
+	KeyRevoked bool `json:"key_revoked,omitempty"`
 }
 
 // ExecRequest queues an exec on one worker.
@@ -134,6 +145,55 @@ type Invocation struct {
 	CreatedEpochS  float64         `json:"created_epoch_s"`
 	StartedEpochS  float64         `json:"started_epoch_s,omitempty"`
 	FinishedEpochS float64         `json:"finished_epoch_s,omitempty"`
+}
+
+// TokenRequest mints a join token. TTLS defaults to 15 minutes; Queue and
+// Tags ("k=v") are given to the worker that joins with it, on every hello
+// after, whatever the daemon's own configuration says.
+type TokenRequest struct {
+	TTLS  float64  `json:"ttl_s,omitempty"`
+	Queue string   `json:"queue,omitempty"`
+	Tags  []string `json:"tags,omitempty"`
+}
+
+// TokenCreated answers a minted token. Token ("<secret>.<CA fingerprint>")
+// is shown this once: the control plane keeps only a hash of the secret.
+// JoinCommand is the line to run on the host.
+type TokenCreated struct {
+	ID          string    `json:"id"`
+	Token       string    `json:"token,omitempty"`
+	ExpiresAt   time.Time `json:"expires_at"`
+	JoinCommand string    `json:"join_command,omitempty"`
+}
+
+// Token states, as the token list shows them.
+const (
+	TokenUnused   = "unused"
+	TokenRedeemed = "redeemed"
+	TokenExpired  = "expired"
+	TokenBurned   = "burned"
+)
+
+// Token is one minted join token, without its secret.
+type Token struct {
+	ID    string   `json:"id"`
+	Queue string   `json:"queue,omitempty"`
+	Tags  []string `json:"tags"`
+	// State is TokenUnused, TokenRedeemed, TokenExpired or TokenBurned.
+	State     string    `json:"state"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+	// WorkerID is the worker that redeemed it.
+	WorkerID string `json:"worker_id,omitempty"`
+	// Failures counts failed redemptions; at MaxTokenFailures it burns.
+	Failures int `json:"failures,omitempty"`
+}
+
+// KeyRevoked answers a revocation: the key ids no request may be signed
+// by any more.
+type KeyRevoked struct {
+	WorkerID string   `json:"worker_id"`
+	KeyIDs   []string `json:"key_ids"`
 }
 
 // Error is the body of every operator API error.

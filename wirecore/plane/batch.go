@@ -26,6 +26,7 @@ const (
 	commandRecord
 	invocationRecord
 	execRecord
+	tokenRecord
 )
 
 // maxKeptIndex bounds the index Reset keeps for reuse: clearing a map
@@ -42,6 +43,7 @@ func (m *BatchMerger) Reset() {
 	clear(m.b.Invocations)
 	clear(m.b.Execs)
 	clear(m.b.Chunks)
+	clear(m.b.Tokens)
 	m.b = Batch{
 		Workers:           m.b.Workers[:0],
 		Commands:          m.b.Commands[:0],
@@ -51,6 +53,7 @@ func (m *BatchMerger) Reset() {
 		Chunks:            m.b.Chunks[:0],
 		DeleteInvocations: m.b.DeleteInvocations[:0],
 		DeleteExecs:       m.b.DeleteExecs[:0],
+		Tokens:            m.b.Tokens[:0],
 	}
 	if len(m.at) > maxKeptIndex {
 		m.at = nil
@@ -81,6 +84,9 @@ func (m *BatchMerger) Merge(b *Batch) {
 	for _, r := range b.Execs {
 		m.putExec(r)
 	}
+	for _, r := range b.Tokens {
+		m.putToken(r)
+	}
 	m.b.Chunks = append(m.b.Chunks, b.Chunks...)
 	m.b.DeleteCommands = append(m.b.DeleteCommands, b.DeleteCommands...)
 	m.b.DeleteInvocations = append(m.b.DeleteInvocations, b.DeleteInvocations...)
@@ -101,6 +107,10 @@ func (m *BatchMerger) putInvocation(r InvocationRecord) {
 
 func (m *BatchMerger) putExec(r ExecRecord) {
 	m.b.Execs = upsert(m, execRecord, r.ExecID, m.b.Execs, r)
+}
+
+func (m *BatchMerger) putToken(r TokenRecord) {
+	m.b.Tokens = upsert(m, tokenRecord, r.ID, m.b.Tokens, r)
 }
 
 // upsert replaces the entry of record id in list, or appends r.
@@ -153,3 +163,4 @@ func (p *Plane) putCommand(c CommandRecord)        { p.batch.putCommand(c) }
 func (p *Plane) deleteCommand(id string)           { p.batch.deleteCommand(id) }
 func (p *Plane) putInvocation(r *InvocationRecord) { p.batch.putInvocation(*r) }
 func (p *Plane) putExec(r *ExecRecord)             { p.batch.putExec(*r) }
+func (p *Plane) putToken(r *TokenRecord)           { p.batch.putToken(cloneToken(*r)) }

@@ -32,6 +32,9 @@ type Reply struct {
 	// RetryAfterS, when positive, is the Retry-After the host sends with
 	// a refusal that a later attempt may get past (a full fleet).
 	RetryAfterS int
+	// Forgery is set on a refusal of a request signed by one worker's
+	// key acting for another, for the host to log.
+	Forgery *Forgery
 }
 
 // Park tells the host request Req stays open until the plane replies to it
@@ -82,8 +85,11 @@ const (
 const (
 	StatusOK                  = 200
 	StatusBadRequest          = 400
+	StatusUnauthorized        = 401
+	StatusForbidden           = 403
 	StatusNotFound            = 404
 	StatusConflict            = 409
 	StatusUnprocessableEntity = 422
+	StatusTooManyRequests     = 429
 	StatusServiceUnavailable  = 503
 )

@@ -1,6 +1,8 @@
 package plane
 
 import (
+	"time"
+
 	"github.com/nymphd/nymph/wirecore/operator"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
@@ -31,12 +33,14 @@ type Hello struct {
 	Req     RequestID
 	Body    wire.HelloRequest
 	Missing string
+	Auth    Auth
 }
 
 // Poll is POST /v1/daemon/poll.
 type Poll struct {
 	Req  RequestID
 	Body wire.PollRequest
+	Auth Auth
 }
 
 // PollDeadline fires when a parked poll or log wait reaches the Until of
@@ -62,6 +66,7 @@ type Undelivered struct {
 type Ack struct {
 	Req  RequestID
 	Body wire.Ack
+	Auth Auth
 }
 
 // ExecResult is POST /v1/daemon/exec/{exec_id}/result.
@@ -69,6 +74,7 @@ type ExecResult struct {
 	Req    RequestID
 	ExecID string
 	Body   wire.ExecResult
+	Auth   Auth
 }
 
 // Chunk is POST /v1/daemon/exec/{exec_id}/chunk: raw log bytes. Data is
@@ -77,6 +83,25 @@ type Chunk struct {
 	Req    RequestID
 	ExecID string
 	Data   []byte
+	Auth   Auth
+}
+
+// Keys is POST /v1/daemon/keys: a key rotation, signed by the outgoing
+// key, the new key's proof in Auth.NewKeySig.
+type Keys struct {
+	Req  RequestID
+	Body wire.KeyRotationRequest
+	Auth Auth
+}
+
+// Authenticate is a daemon request the plane only authenticates, as it
+// does any daemon request, and answers OK when its credentials pass: a
+// post to /v1/daemon/event or /v1/daemon/result-chunk (served, never
+// posted by nymph, recorded by nothing), and a presign before the host
+// serves it.
+type Authenticate struct {
+	Req  RequestID
+	Auth Auth
 }
 
 // Tick is a clock tick: the plane marks lost workers and expires parked
@@ -133,6 +158,27 @@ type EnqueueUpdate struct {
 
 // EnqueueRotateKey is POST operator.PathRotateKey.
 type EnqueueRotateKey struct {
+	Req      RequestID
+	WorkerID string
+}
+
+// CreateToken is POST operator.PathTokens: the host drew the secret and
+// hands over only its identity.SecretHash. TTL zero is DefaultTokenTTL.
+type CreateToken struct {
+	Req        RequestID
+	SecretHash string
+	TTL        time.Duration
+	Queue      string
+	Tags       []string
+}
+
+// ListTokens is GET operator.PathTokens.
+type ListTokens struct {
+	Req RequestID
+}
+
+// RevokeKey is POST operator.PathRevokeKey.
+type RevokeKey struct {
 	Req      RequestID
 	WorkerID string
 }
@@ -199,6 +245,11 @@ func (ListInvocations) isEvent()  {}
 func (GetInvocation) isEvent()    {}
 func (EnqueueRun) isEvent()       {}
 func (Kill) isEvent()             {}
+func (Keys) isEvent()             {}
+func (Authenticate) isEvent()     {}
+func (CreateToken) isEvent()      {}
+func (ListTokens) isEvent()       {}
+func (RevokeKey) isEvent()        {}
 
 // Named implements Request.
 func (e Hello) Named(id RequestID) Request            { e.Req = id; return e }
@@ -220,3 +271,17 @@ func (e ListInvocations) Named(id RequestID) Request  { e.Req = id; return e }
 func (e GetInvocation) Named(id RequestID) Request    { e.Req = id; return e }
 func (e EnqueueRun) Named(id RequestID) Request       { e.Req = id; return e }
 func (e Kill) Named(id RequestID) Request             { e.Req = id; return e }
+func (e Keys) Named(id RequestID) Request             { e.Req = id; return e }
+func (e Authenticate) Named(id RequestID) Request     { e.Req = id; return e }
+func (e CreateToken) Named(id RequestID) Request      { e.Req = id; return e }
+func (e ListTokens) Named(id RequestID) Request       { e.Req = id; return e }
+func (e RevokeKey) Named(id RequestID) Request        { e.Req = id; return e }
+
+// Authed implements DaemonRequest.
+func (e Hello) Authed(a Auth) DaemonRequest        { e.Auth = a; return e }
+func (e Poll) Authed(a Auth) DaemonRequest         { e.Auth = a; return e }
+func (e Ack) Authed(a Auth) DaemonRequest          { e.Auth = a; return e }
+func (e ExecResult) Authed(a Auth) DaemonRequest   { e.Auth = a; return e }
+func (e Chunk) Authed(a Auth) DaemonRequest        { e.Auth = a; return e }
+func (e Keys) Authed(a Auth) DaemonRequest         { e.Auth = a; return e }
+func (e Authenticate) Authed(a Auth) DaemonRequest { e.Auth = a; return e }

@@ -51,14 +51,14 @@ func Example() {
 
 	// A daemon says hello: the plane registers its worker.
 	one, version := "1", "0.1.0"
-	carryOut(p.Step(now, plane.Hello{Body: wire.HelloRequest{
+	carryOut(p.Step(now, plane.Hello{Auth: plane.Auth{Bearer: true}, Body: wire.HelloRequest{
 		MachineID: "m1", Label: "box", Tags: []string{},
 		Capabilities: wire.Capabilities{Runners: []string{"process"}, MaxInvocations: 4},
 		Versions:     wire.Versions{Daemon: &version, Protocol: &one},
 	}}.Named(1)))
 
 	// It polls; nothing is queued, so the poll parks.
-	poll := plane.Poll{Body: wire.PollRequest{WorkerID: workerID, TimeoutS: 20}}
+	poll := plane.Poll{Auth: plane.Auth{Bearer: true}, Body: wire.PollRequest{WorkerID: workerID, TimeoutS: 20}}
 	carryOut(p.Step(now, poll.Named(2)))
 
 	// An operator queues an exec and the parked poll takes it at once:

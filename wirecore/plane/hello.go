@@ -129,15 +129,23 @@ func (p *Plane) onHello(now time.Time, e Hello) {
 				p.cfg.MaxWorkers, len(p.workers), h.MachineID)}})
 		return
 	}
-	w := p.admit(now, &e.Body)
+	en, ok := p.helloAuth(now, &e)
+	if !ok {
+		return
+	}
+	w := p.admit(now, &e.Body, en)
 	id := w.rec.ID
-	p.reply(e.Req, StatusOK, p.helloResponse(now, &id))
+	resp := p.helloResponse(now, &id)
+	if en != nil {
+		resp.KeyID = &en.keyID
+	}
+	p.reply(e.Req, StatusOK, resp)
 }
 
 // admit creates the worker of a machine_id, or refreshes the one it has:
 // a daemon that restarts keeps its worker id, its queued commands and its
-// setup FIFO.
-func (p *Plane) admit(now time.Time, h *wire.HelloRequest) *worker {
+// setup FIFO. en, when set, is the key the hello enrolled.
+func (p *Plane) admit(now time.Time, h *wire.HelloRequest, en *enrolment) *worker {
 	w := p.workers[p.byMachine[h.MachineID]]
 	if w != nil {
 		p.forgetInFlight(w, now)
@@ -149,17 +157,19 @@ func (p *Plane) admit(now time.Time, h *wire.HelloRequest) *worker {
 		p.workerOrder = append(p.workerOrder, id)
 		p.byMachine[h.MachineID] = id
 	}
+	if en != nil {
+		p.enrol(now, w, en)
+	}
 	r := &w.rec
 	r.Label = h.Label
 	if r.Label == "" {
 		r.Label = r.ID
 	}
-	r.Tags = slices.Clone(h.Tags)
-	r.Queues = slices.Clone(h.Lanes)
+	r.Tags = pinTags(h.Tags, r.PinnedTags)
+	r.Queues = pinQueue(h.Lanes, r.PinnedQueue)
 	r.Capabilities = h.Capabilities
 	r.Capabilities.Runners = slices.Clone(h.Capabilities.Runners)
 	r.Versions = h.Versions
-	r.PublicKey = h.PublicKey
 	r.LastSeen = now
 	r.HibernateUntil = time.Time{}
 	if r.TargetVersion != "" && h.Versions.Daemon != nil && *h.Versions.Daemon == r.TargetVersion {

@@ -51,7 +51,7 @@ func FuzzHelloPath(f *testing.F) {
 			}
 		}
 		p := plane.New(plane.Config{Entropy: rand.NewChaCha8([32]byte{7}), MaxWorkers: 1})
-		r := lastReply(t, p.Step(t0, plane.Hello{Req: 1, Body: body, Missing: missing}))
+		r := lastReply(t, p.Step(t0, plane.Hello{Auth: bearer, Req: 1, Body: body, Missing: missing}))
 		switch b := r.Body.(type) {
 		case wire.HelloResponse:
 			if r.Status != plane.StatusOK {

@@ -30,7 +30,7 @@ func TestWorkerLimitRefusesNewMachinesOnly(t *testing.T) {
 	hello := func(machine string) plane.Reply {
 		t.Helper()
 		req++
-		return lastReply(t, p.Step(t0, plane.Hello{Req: req, Body: helloReq(machine)}))
+		return lastReply(t, p.Step(t0, plane.Hello{Auth: bearer, Req: req, Body: helloReq(machine)}))
 	}
 	for _, m := range []string{"m1", "m2"} {
 		if r := hello(m); r.Status != 200 {
@@ -56,12 +56,12 @@ func TestDefaultWorkerLimit(t *testing.T) {
 	var req plane.RequestID
 	for i := range plane.DefaultMaxWorkers {
 		req++
-		if r := lastReply(t, p.Step(t0, plane.Hello{Req: req, Body: helloReq(fmt.Sprintf("m%d", i))})); r.Status != 200 {
+		if r := lastReply(t, p.Step(t0, plane.Hello{Auth: bearer, Req: req, Body: helloReq(fmt.Sprintf("m%d", i))})); r.Status != 200 {
 			t.Fatalf("hello %d of %d: %d", i+1, plane.DefaultMaxWorkers, r.Status)
 		}
 	}
 	req++
-	if r := lastReply(t, p.Step(t0, plane.Hello{Req: req, Body: helloReq("one-more")})); r.Status != plane.StatusServiceUnavailable {
+	if r := lastReply(t, p.Step(t0, plane.Hello{Auth: bearer, Req: req, Body: helloReq("one-more")})); r.Status != plane.StatusServiceUnavailable {
 		t.Fatalf("hello %d: %d, want 503", plane.DefaultMaxWorkers+1, r.Status)
 	}
 }
@@ -79,12 +79,12 @@ func TestRoutesRefuseFieldsPastTheirLimits(t *testing.T) {
 		ev    plane.Event
 		field string
 	}{
-		{"hello of a 900 KB machine_id", plane.Hello{Req: 1, Body: bad}, "machine_id"},
-		{"hello of an invalid UTF-8 label", plane.Hello{Req: 2, Body: label}, "label"},
-		{"poll of a long worker id", plane.Poll{Req: 3, Body: wire.PollRequest{WorkerID: long + strings.Repeat("w", 27)}}, "worker_id"},
-		{"ack of a long invocation id", plane.Ack{Req: 4, Body: wire.Ack{InvocationID: long, State: wire.StateSucceeded}}, "invocation_id"},
-		{"result of a long exec id", plane.ExecResult{Req: 5, ExecID: long}, "exec_id"},
-		{"chunk of an exec id with a slash", plane.Chunk{Req: 6, ExecID: "a/b", Data: []byte("x")}, "exec_id"},
+		{"hello of a 900 KB machine_id", plane.Hello{Auth: bearer, Req: 1, Body: bad}, "machine_id"},
+		{"hello of an invalid UTF-8 label", plane.Hello{Auth: bearer, Req: 2, Body: label}, "label"},
+		{"poll of a long worker id", plane.Poll{Auth: bearer, Req: 3, Body: wire.PollRequest{WorkerID: long + strings.Repeat("w", 27)}}, "worker_id"},
+		{"ack of a long invocation id", plane.Ack{Auth: bearer, Req: 4, Body: wire.Ack{InvocationID: long, State: wire.StateSucceeded}}, "invocation_id"},
+		{"result of a long exec id", plane.ExecResult{Auth: bearer, Req: 5, ExecID: long}, "exec_id"},
+		{"chunk of an exec id with a slash", plane.Chunk{Auth: bearer, Req: 6, ExecID: "a/b", Data: []byte("x")}, "exec_id"},
 	}
 	for _, c := range cases {
 		eff := p.Step(t0, c.ev)
@@ -110,8 +110,8 @@ func TestPollWaitOfOddTimeouts(t *testing.T) {
 		park bool
 	}{{math.NaN(), true}, {math.Inf(1), true}, {1e300, true}, {20, true}, {0.5, true}, {0, false}, {-1, false}, {math.Inf(-1), false}} {
 		p := plane.New(plane.Config{Entropy: rand.NewChaCha8([32]byte{8})})
-		w := *lastReply(t, p.Step(t0, plane.Hello{Req: 1, Body: helloReq("m1")})).Body.(wire.HelloResponse).WorkerID
-		eff := p.Step(t0, plane.Poll{Req: 2, Body: wire.PollRequest{WorkerID: w, TimeoutS: wire.Float(c.secs)}})
+		w := *lastReply(t, p.Step(t0, plane.Hello{Auth: bearer, Req: 1, Body: helloReq("m1")})).Body.(wire.HelloResponse).WorkerID
+		eff := p.Step(t0, plane.Poll{Auth: bearer, Req: 2, Body: wire.PollRequest{WorkerID: w, TimeoutS: wire.Float(c.secs)}})
 		park, parked := eff[len(eff)-1].(plane.Park)
 		switch {
 		case parked != c.park:

@@ -320,6 +320,8 @@ func workerView(w *worker, running int) operator.Worker {
 		LastSeenEpochS:  wire.EpochSeconds(r.LastSeen),
 		PendingCommands: len(w.pending),
 		Running:         running,
+		KeyID:           r.KeyID,
+		KeyRevoked:      r.KeyRevoked,
 	}
 }
 

@@ -2,10 +2,13 @@ package plane
 
 import (
 	"cmp"
+	"crypto/ed25519"
 	"fmt"
 	"io"
 	"slices"
 	"time"
+
+	"github.com/nymphd/nymph/wirecore/identity"
 )
 
 // Config holds the plane's policy and its entropy source.
@@ -39,6 +42,15 @@ type Config struct {
 	// ErrWorkerLimit; a known machine's hello is always admitted.
 	// Default DefaultMaxWorkers.
 	MaxWorkers int
+	// Audience is this control plane's origin ("https://plane.example"),
+	// which every signature must name: a request signed for another
+	// control plane is refused here. Empty skips that one check (the
+	// transcripts that do not test it).
+	Audience string
+	// RequireSignatures refuses every unsigned daemon request, bearer or
+	// not: once every host has joined with a token, the shared bearer
+	// admits nobody.
+	RequireSignatures bool
 }
 
 // DefaultMaxWorkers is Config.MaxWorkers when it is not positive.
@@ -93,6 +105,21 @@ type Plane struct {
 	// daemons cannot poll a server that was down.
 	restoredAt time.Time
 
+	// byKey finds the worker of a current or previous key id; revoked
+	// the worker whose key an operator revoked.
+	byKey   map[string]string
+	revoked map[string]string
+	// tokens are the join tokens by id, tokenByHash by SecretHash, and
+	// tokenOrder their ids in minting order.
+	tokens      map[string]*TokenRecord
+	tokenByHash map[string]*TokenRecord
+	tokenOrder  []string
+	// nonces remembers the nonces of signed requests inside the window.
+	// It is not stored: after a restart a request captured in the last
+	// identity.Window could be accepted once more, until its timestamp
+	// goes stale (docs/protocol.md, "Request signatures").
+	nonces identity.NonceMemory
+
 	batch   BatchMerger // the step's
 	replies []Effect
 	out     []Effect
@@ -115,6 +142,8 @@ type worker struct {
 	lastSent  []CommandRecord
 	// openExecs are the worker's delivered execs without a result.
 	openExecs map[string]struct{}
+	// pub and prevPub are rec.PublicKey and rec.PrevPublicKey decoded.
+	pub, prevPub ed25519.PublicKey
 }
 
 type parkKind int
@@ -166,6 +195,10 @@ func Restore(cfg Config, snap Snapshot, now time.Time) (*Plane, error) {
 		parked:      make(map[RequestID]*parked),
 		logWaits:    make(map[string][]RequestID),
 		restoredAt:  now,
+		byKey:       make(map[string]string),
+		revoked:     make(map[string]string),
+		tokens:      make(map[string]*TokenRecord, len(snap.Tokens)),
+		tokenByHash: make(map[string]*TokenRecord, len(snap.Tokens)),
 	}
 	ws := slices.Clone(snap.Workers)
 	slices.SortFunc(ws, func(a, b WorkerRecord) int {
@@ -175,10 +208,15 @@ func Restore(cfg Config, snap Snapshot, now time.Time) (*Plane, error) {
 		if r.ID == "" {
 			return nil, fmt.Errorf("plane: restore: worker record without id")
 		}
-		p.workers[r.ID] = &worker{rec: r, persistedSeen: r.LastSeen}
+		w := &worker{rec: r, persistedSeen: r.LastSeen}
+		if err := p.restoreKeys(w); err != nil {
+			return nil, err
+		}
+		p.workers[r.ID] = w
 		p.workerOrder = append(p.workerOrder, r.ID)
 		p.byMachine[r.MachineID] = r.ID
 	}
+	p.restoreTokens(snap.Tokens)
 	cmds := slices.Clone(snap.Commands)
 	slices.SortFunc(cmds, func(a, b CommandRecord) int { return cmp.Compare(a.Seq, b.Seq) })
 	for _, c := range cmds {
@@ -236,6 +274,9 @@ func (p *Plane) Snapshot() Snapshot {
 	slices.Sort(ids)
 	for _, id := range ids {
 		s.Execs = append(s.Execs, *p.execs[id])
+	}
+	for _, id := range p.tokenOrder {
+		s.Tokens = append(s.Tokens, cloneToken(*p.tokens[id]))
 	}
 	return s
 }
@@ -314,6 +355,16 @@ func (p *Plane) dispatch(now time.Time, ev Event) {
 		p.onEnqueueRun(now, e)
 	case Kill:
 		p.onKill(now, e)
+	case Keys:
+		p.onKeys(now, e)
+	case Authenticate:
+		p.onAuthenticate(now, e)
+	case CreateToken:
+		p.onCreateToken(now, e)
+	case ListTokens:
+		p.onListTokens(now, e)
+	case RevokeKey:
+		p.onRevokeKey(e)
 	}
 }
 
@@ -322,6 +373,8 @@ func cloneWorker(r WorkerRecord) WorkerRecord {
 	r.Queues = slices.Clone(r.Queues)
 	r.SetupsInFlight = slices.Clone(r.SetupsInFlight)
 	r.Capabilities.Runners = slices.Clone(r.Capabilities.Runners)
+	r.RevokedKeyIDs = slices.Clone(r.RevokedKeyIDs)
+	r.PinnedTags = slices.Clone(r.PinnedTags)
 	return r
 }
 

@@ -64,7 +64,7 @@ func TestIDs(t *testing.T) {
 	p := plane.New(plane.Config{Entropy: rand.NewChaCha8([32]byte{1})})
 	hello := func(req plane.RequestID, machine string) string {
 		t.Helper()
-		eff := p.Step(t0, plane.Hello{Req: req, Body: helloReq(machine)})
+		eff := p.Step(t0, plane.Hello{Auth: bearer, Req: req, Body: helloReq(machine)})
 		r := eff[len(eff)-1].(plane.Reply)
 		return *r.Body.(wire.HelloResponse).WorkerID
 	}
@@ -103,10 +103,10 @@ func BenchmarkDecisions(b *testing.B) {
 	var req plane.RequestID
 	for i := range ids {
 		req++
-		eff := p.Step(now, plane.Hello{Req: req, Body: helloReq(fmt.Sprintf("m%d", i))})
+		eff := p.Step(now, plane.Hello{Auth: bearer, Req: req, Body: helloReq(fmt.Sprintf("m%d", i))})
 		ids[i] = *eff[len(eff)-1].(plane.Reply).Body.(wire.HelloResponse).WorkerID
 		req++
-		p.Step(now, plane.Poll{Req: req, Body: wire.PollRequest{WorkerID: ids[i], TimeoutS: 20}})
+		p.Step(now, plane.Poll{Auth: bearer, Req: req, Body: wire.PollRequest{WorkerID: ids[i], TimeoutS: 20}})
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -117,9 +117,12 @@ func BenchmarkDecisions(b *testing.B) {
 		eff := p.Step(now, plane.EnqueueExec{Req: req, WorkerID: w, Body: operator.ExecRequest{Command: "true"}})
 		execID := eff[len(eff)-1].(plane.Reply).Body.(operator.ExecAccepted).ExecID
 		req++
-		p.Step(now, plane.ExecResult{Req: req, ExecID: execID})
+		p.Step(now, plane.ExecResult{Auth: bearer, Req: req, ExecID: execID})
 		req++
-		p.Step(now, plane.Poll{Req: req, Body: wire.PollRequest{WorkerID: w, TimeoutS: 20}})
+		p.Step(now, plane.Poll{Auth: bearer, Req: req, Body: wire.PollRequest{WorkerID: w, TimeoutS: 20}})
 	}
 	b.ReportMetric(float64(3*b.N)/time.Since(start).Seconds(), "events/s")
 }
+
+// bearer is the Auth of a request that carried a valid daemon bearer.
+var bearer = plane.Auth{Bearer: true}

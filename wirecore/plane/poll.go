@@ -18,6 +18,10 @@ func (p *Plane) onPoll(now time.Time, e Poll) {
 		p.reply(e.Req, StatusUnprocessableEntity, *v)
 		return
 	}
+	by, ok := p.caller(now, e.Req, &e.Auth)
+	if !ok || !p.actsFor(e.Req, by, e.Body.WorkerID, "poll") {
+		return
+	}
 	w := p.workers[e.Body.WorkerID]
 	if w == nil {
 		p.reply(e.Req, StatusNotFound, ErrorBody{Error: ErrUnknownWorker})

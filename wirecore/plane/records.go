@@ -47,7 +47,29 @@ type WorkerRecord struct {
 	Queues       []string          `json:"queues"`
 	Capabilities wire.Capabilities `json:"capabilities"`
 	Versions     wire.Versions     `json:"versions"`
-	PublicKey    *string           `json:"public_key,omitempty"`
+	// PublicKey is the enrolled key (wire encoding), set with KeyID and
+	// only by an enrolment or a rotation, never by a hello alone.
+	PublicKey *string `json:"public_key,omitempty"`
+	// KeyID names PublicKey (identity.KeyID); empty for a bearer worker.
+	KeyID string `json:"key_id,omitempty"`
+	// PrevKeyID and PrevPublicKey are the key the worker rotated from at
+	// RotatedAt, still accepted for identity.Window after it so requests
+	// signed across the switch are not lost.
+	PrevKeyID     string    `json:"prev_key_id,omitempty"`
+	PrevPublicKey string    `json:"prev_public_key,omitempty"`
+	RotatedAt     time.Time `json:"rotated_at,omitzero"`
+	// KeyRevoked says an operator revoked the worker's key: no request
+	// may act for it until its machine joins again with a new token.
+	KeyRevoked bool `json:"key_revoked,omitempty"`
+	// RevokedKeyIDs are the keys revoked for this worker, refused with
+	// key_revoked (the newest MaxRevokedKeys).
+	RevokedKeyIDs []string `json:"revoked_key_ids,omitempty"`
+	// TokenID is the join token the key was enrolled with; PinnedQueue
+	// and PinnedTags are that token's, given to the worker on every
+	// hello whatever its daemon says.
+	TokenID     string   `json:"token_id,omitempty"`
+	PinnedQueue string   `json:"pinned_queue,omitempty"`
+	PinnedTags  []string `json:"pinned_tags,omitempty"`
 	// State is WorkerActive, WorkerSettingUp, WorkerHibernating or WorkerLost.
 	State     string    `json:"state"`
 	CreatedAt time.Time `json:"created_at"`
@@ -64,6 +86,24 @@ type WorkerRecord struct {
 	// AwaitingCapabilities is true between a successful refresh setup and
 	// the poll that carries updated_capabilities.
 	AwaitingCapabilities bool `json:"awaiting_capabilities,omitempty"`
+}
+
+// TokenRecord is one join token. Only SecretHash (identity.SecretHash)
+// of its secret is kept: a stolen store enrols nobody.
+type TokenRecord struct {
+	ID         string    `json:"id"`
+	SecretHash string    `json:"secret_hash"`
+	Queue      string    `json:"queue,omitempty"`
+	Tags       []string  `json:"tags,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+	ExpiresAt  time.Time `json:"expires_at"`
+	// RedeemedAt and WorkerID are set by the one hello that redeemed it.
+	RedeemedAt time.Time `json:"redeemed_at,omitzero"`
+	WorkerID   string    `json:"worker_id,omitempty"`
+	// Failures counts hellos that named the token and failed; at
+	// MaxTokenFailures it is burned (BurnedAt) and redeems nothing.
+	Failures int       `json:"failures,omitempty"`
+	BurnedAt time.Time `json:"burned_at,omitzero"`
 }
 
 // SetupInFlight is one delivered setup command waiting for its ack, which
@@ -155,7 +195,7 @@ type ChunkRecord struct {
 
 // Batch is the set of record mutations of one Step. The host applies it
 // atomically and durably before it sends any reply of that Step. Apply
-// order: upserts (Workers, Commands, Invocations, Execs, Chunks) then
+// order: upserts (Workers, Commands, Invocations, Execs, Chunks, Tokens) then
 // DeleteCommands — a command may be created and delivered in one Step.
 type Batch struct {
 	Workers        []WorkerRecord     `json:"workers,omitempty"`
@@ -170,13 +210,17 @@ type Batch struct {
 	// the upserts.
 	DeleteInvocations []string `json:"delete_invocations,omitempty"`
 	DeleteExecs       []string `json:"delete_execs,omitempty"`
+	// Tokens are upserts of join tokens: a redemption is in the same
+	// batch as the worker whose key it enrolled, so of two hellos racing
+	// on one token exactly one is stored as its redeemer.
+	Tokens []TokenRecord `json:"tokens,omitempty"`
 }
 
 // Empty reports whether the batch changes nothing.
 func (b *Batch) Empty() bool {
 	return len(b.Workers) == 0 && len(b.Commands) == 0 && len(b.DeleteCommands) == 0 &&
 		len(b.Invocations) == 0 && len(b.Execs) == 0 && len(b.Chunks) == 0 &&
-		len(b.DeleteInvocations) == 0 && len(b.DeleteExecs) == 0
+		len(b.DeleteInvocations) == 0 && len(b.DeleteExecs) == 0 && len(b.Tokens) == 0
 }
 
 // Snapshot is every stored record except chunk bytes: what Restore needs
@@ -187,4 +231,5 @@ type Snapshot struct {
 	Commands    []CommandRecord    `json:"commands"`
 	Invocations []InvocationRecord `json:"invocations"`
 	Execs       []ExecRecord       `json:"execs"`
+	Tokens      []TokenRecord      `json:"tokens"`
 }

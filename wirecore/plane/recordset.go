@@ -11,6 +11,7 @@ type RecordSet struct {
 	commands    map[string]CommandRecord
 	invocations map[string]InvocationRecord
 	execs       map[string]ExecRecord
+	tokens      map[string]TokenRecord
 	logs        map[string][]byte // exec id → the whole log so far
 }
 
@@ -21,6 +22,7 @@ func NewRecordSet() *RecordSet {
 		commands:    map[string]CommandRecord{},
 		invocations: map[string]InvocationRecord{},
 		execs:       map[string]ExecRecord{},
+		tokens:      map[string]TokenRecord{},
 		logs:        map[string][]byte{},
 	}
 }
@@ -43,6 +45,9 @@ func (s *RecordSet) Apply(b *Batch) error {
 	}
 	for _, e := range b.Execs {
 		s.execs[e.ExecID] = e
+	}
+	for _, t := range b.Tokens {
+		s.tokens[t.ID] = t
 	}
 	for _, c := range b.Chunks {
 		s.logs[c.ExecID] = append(s.logs[c.ExecID], c.Data...)
@@ -92,6 +97,9 @@ func (s *RecordSet) Snapshot() Snapshot {
 	}
 	for _, e := range s.execs {
 		snap.Execs = append(snap.Execs, e)
+	}
+	for _, t := range s.tokens {
+		snap.Tokens = append(snap.Tokens, t)
 	}
 	return snap
 }

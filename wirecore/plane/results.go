@@ -20,15 +20,35 @@ func (p *Plane) onAck(now time.Time, e Ack) {
 			Message: "state: want " + wire.StateSucceeded + ", " + wire.StateFailed + " or " + wire.StateKilled})
 		return
 	}
+	by, ok := p.caller(now, e.Req, &e.Auth)
+	if !ok {
+		return
+	}
+	if by != nil && a.WorkerID != "" && !p.actsFor(e.Req, by, a.WorkerID, "ack of "+a.InvocationID) {
+		return
+	}
 	if cmdID, ok := wire.SetupCommandID(a.InvocationID); ok {
-		w := p.setupAcked(a, cmdID)
+		holder := p.setupHolder(a, cmdID)
+		target := a.WorkerID
+		if holder != nil {
+			target = holder.ID()
+		} else if by != nil {
+			target = by.ID() // nothing in flight: a repeat, which changes nothing
+		}
+		if !p.actsFor(e.Req, by, target, "ack of setup "+cmdID) {
+			return
+		}
+		p.setupAcked(holder, a, cmdID)
 		p.reply(e.Req, StatusOK, OK{})
-		p.answerParkedPoll(w, now)
+		p.answerParkedPoll(holder, now)
 		return
 	}
 	inv := p.invocations[a.InvocationID]
 	if inv == nil {
 		p.reply(e.Req, StatusNotFound, ErrorBody{Error: ErrUnknownInvocation})
+		return
+	}
+	if !p.actsFor(e.Req, by, inv.WorkerID, "ack of invocation "+inv.ID) {
 		return
 	}
 	// A repeated ack is acknowledged and ignored; but an invocation failed
@@ -57,11 +77,10 @@ func (p *Plane) onAck(now time.Time, e Ack) {
 	p.answerParkedPoll(p.workers[inv.WorkerID], now)
 }
 
-// setupAcked ends a setup: the worker settles once its FIFO is drained,
-// no setup is in flight, and a successful refresh setup's capabilities
-// have arrived. It returns the worker that ran the setup, nil when none
-// had it in flight (nothing changed then).
-func (p *Plane) setupAcked(a *wire.Ack, cmdID string) *worker {
+// setupHolder is the worker that has setup cmdID in flight: the ack's
+// worker_id's when it does, else whichever does; nil when none has (a
+// setup delivered before a restart of its daemon, or a repeat).
+func (p *Plane) setupHolder(a *wire.Ack, cmdID string) *worker {
 	w := p.workers[a.WorkerID]
 	if w == nil || !slices.ContainsFunc(w.rec.SetupsInFlight, func(s SetupInFlight) bool { return s.CommandID == cmdID }) {
 		w = nil
@@ -73,8 +92,15 @@ func (p *Plane) setupAcked(a *wire.Ack, cmdID string) *worker {
 			}
 		}
 	}
+	return w
+}
+
+// setupAcked ends setup cmdID of w, its holder (nil: nothing changes):
+// the worker settles once its FIFO is drained, no setup is in flight, and
+// a successful refresh setup's capabilities have arrived.
+func (p *Plane) setupAcked(w *worker, a *wire.Ack, cmdID string) {
 	if w == nil {
-		return nil // a setup delivered before a restart of its daemon, or a repeat
+		return
 	}
 	r := &w.rec
 	i := slices.IndexFunc(r.SetupsInFlight, func(s SetupInFlight) bool { return s.CommandID == cmdID })
@@ -86,7 +112,6 @@ func (p *Plane) setupAcked(a *wire.Ack, cmdID string) *worker {
 		r.State = p.settledState(w)
 	}
 	p.putWorker(w)
-	return w
 }
 
 func cloneErrorInfo(e *wire.ErrorInfo) *wire.ErrorInfo {
@@ -115,8 +140,23 @@ func (p *Plane) daemonExec(req RequestID, id string) *ExecRecord {
 	return ex
 }
 
+// daemonExecFor is daemonExec for a request authenticated by Auth: the
+// exec id in the URL is the credential, and when the request is signed,
+// or the exec's worker has a key, the exec must be the signer's.
+func (p *Plane) daemonExecFor(now time.Time, req RequestID, id string, a *Auth, what string) *ExecRecord {
+	by, ok := p.caller(now, req, a)
+	if !ok {
+		return nil
+	}
+	ex := p.daemonExec(req, id)
+	if ex == nil || !p.actsFor(req, by, ex.WorkerID, what+" of exec "+id) {
+		return nil
+	}
+	return ex
+}
+
 func (p *Plane) onExecResult(now time.Time, e ExecResult) {
-	ex := p.daemonExec(e.Req, e.ExecID)
+	ex := p.daemonExecFor(now, e.Req, e.ExecID, &e.Auth, "result")
 	if ex == nil {
 		return
 	}
@@ -148,7 +188,7 @@ func (p *Plane) finishExec(ex *ExecRecord, res *wire.ExecResult, now time.Time) 
 }
 
 func (p *Plane) onChunk(now time.Time, e Chunk) {
-	ex := p.daemonExec(e.Req, e.ExecID)
+	ex := p.daemonExecFor(now, e.Req, e.ExecID, &e.Auth, "log chunk")
 	if ex == nil {
 		return
 	}

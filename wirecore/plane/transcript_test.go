@@ -46,6 +46,9 @@ func TestTranscripts(t *testing.T) {
 }
 
 type harness struct {
+	require bool              // Config.RequireSignatures
+	secrets map[string]string // token alias → its secret
+	nonces  int
 	p       *plane.Plane
 	stored  *plane.RecordSet
 	now     time.Time
@@ -56,14 +59,15 @@ type harness struct {
 }
 
 func newHarness() *harness {
-	h := &harness{now: t0, alias: map[string]string{}, ids: map[string]string{}, counts: map[string]int{},
+	h := &harness{now: t0, alias: map[string]string{}, ids: map[string]string{}, counts: map[string]int{}, secrets: map[string]string{},
 		entropy: rand.NewChaCha8([32]byte{'n', 'y', 'm', 'p', 'h'}), stored: plane.NewRecordSet()}
 	h.p = plane.New(h.config())
 	return h
 }
 
 func (h *harness) config() plane.Config {
-	return plane.Config{Entropy: h.entropy, KeyRotationMaxAgeS: 2592000, Retain: transcriptRetain}
+	return plane.Config{Entropy: h.entropy, KeyRotationMaxAgeS: 2592000, Retain: transcriptRetain,
+		Audience: transcriptAudience, RequireSignatures: h.require}
 }
 
 // name returns the alias of an id, making one with prefix when new.
@@ -151,7 +155,11 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		h.now = h.now.Add(by)
 		return "now " + h.rel(h.now)
 	case "restart":
-		// A restart keeps only what was persisted.
+		// A restart keeps only what was persisted (the nonce memory is
+		// not); require-signatures=on|off restarts with that policy.
+		if v := str(d, "require-signatures"); v != "" {
+			h.require = v == "on"
+		}
 		p, err := plane.Restore(h.config(), h.stored.Snapshot(), h.now)
 		if err != nil {
 			d.Fatalf(t, "restore: %v", err)
@@ -159,7 +167,7 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		h.p = p
 		return "restored"
 	case "hello":
-		raw := helloBody(d)
+		raw := helloBody(d, h.publicKey(str(d, "pub")))
 		missing, err := plane.MissingHelloField(raw)
 		if err != nil {
 			d.Fatalf(t, "%v", err)
@@ -170,7 +178,9 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 				d.Fatalf(t, "decode hello: %v", err)
 			}
 		}
-		ev = plane.Hello{Req: req(t, d), Body: body, Missing: missing}
+		a := h.auth(t, d, wire.PathHello, raw)
+		a.EnrollSecret = h.secret(str(d, "token"))
+		ev = plane.Hello{Req: req(t, d), Body: body, Missing: missing, Auth: a}
 	case "poll":
 		body := wire.PollRequest{WorkerID: h.id(str(d, "worker")), Queue: str(d, "queue"), TimeoutS: wire.Float(float(t, d, "timeout", 20))}
 		for _, inv := range list(d, "running") {
@@ -179,7 +189,7 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		if str(d, "caps") != "" {
 			body.UpdatedCapabilities = &wire.Capabilities{Runners: list(d, "caps"), MaxInvocations: 4}
 		}
-		ev = plane.Poll{Req: req(t, d), Body: body}
+		ev = plane.Poll{Req: req(t, d), Body: body, Auth: h.auth(t, d, wire.PathPoll, marshal(&body))}
 	case "deadline":
 		ev = plane.PollDeadline{Req: req(t, d)}
 	case "gone":
@@ -193,12 +203,24 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		if typ, msg, ok := strings.Cut(str(d, "error"), ":"); ok {
 			body.Error = &wire.ErrorInfo{TypeName: typ, Message: msg}
 		}
-		ev = plane.Ack{Req: req(t, d), Body: body}
+		ev = plane.Ack{Req: req(t, d), Body: body, Auth: h.auth(t, d, wire.PathAck, marshal(&body))}
 	case "result":
-		ev = plane.ExecResult{Req: req(t, d), ExecID: h.id(str(d, "exec")),
-			Body: wire.ExecResult{ExitCode: wire.Int(float(t, d, "exit", 0)), Stdout: str(d, "stdout")}}
+		body := wire.ExecResult{ExitCode: wire.Int(float(t, d, "exit", 0)), Stdout: str(d, "stdout")}
+		x := h.id(str(d, "exec"))
+		ev = plane.ExecResult{Req: req(t, d), ExecID: x, Body: body, Auth: h.auth(t, d, wire.PathExecResult(x), marshal(&body))}
 	case "chunk":
-		ev = plane.Chunk{Req: req(t, d), ExecID: h.id(str(d, "exec")), Data: []byte(str(d, "data"))}
+		x, data := h.id(str(d, "exec")), []byte(str(d, "data"))
+		ev = plane.Chunk{Req: req(t, d), ExecID: x, Data: data, Auth: h.auth(t, d, wire.PathExecChunk(x), data)}
+	case "keys":
+		ev = h.keys(t, d)
+	case "event":
+		ev = plane.Authenticate{Req: req(t, d), Auth: h.auth(t, d, wire.PathEvent, nil)}
+	case "mint":
+		return h.mint(t, d)
+	case "tokens":
+		ev = plane.ListTokens{Req: req(t, d)}
+	case "revoke":
+		ev = plane.RevokeKey{Req: req(t, d), WorkerID: h.id(str(d, "worker"))}
 	case "workers":
 		ev = plane.ListWorkers{Req: req(t, d)}
 	case "worker":
@@ -237,6 +259,11 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 	default:
 		d.Fatalf(t, "unknown command %q", d.Cmd)
 	}
+	return h.step(t, d, ev)
+}
+
+// step plays ev and renders its effects.
+func (h *harness) step(t *testing.T, d *datadriven.TestData, ev plane.Event) string {
 	var lines []string
 	for _, eff := range h.p.Step(h.now, ev) {
 		if p, ok := eff.(plane.Persist); ok {
@@ -258,8 +285,9 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 }
 
 // helloBody builds a raw hello; omit=a.b drops a key to test admission,
-// protocol=null sends a null protocol.
-func helloBody(d *datadriven.TestData) []byte {
+// protocol=null sends a null protocol, pub (when not "") is its
+// public_key.
+func helloBody(d *datadriven.TestData, pub string) []byte {
 	proto := any("1")
 	if d.HasArg("protocol") {
 		v := str(d, "protocol")
@@ -299,6 +327,9 @@ func helloBody(d *datadriven.TestData) []byte {
 	if str(d, "lanes") != "" {
 		m["lanes"] = strs("lanes")
 	}
+	if pub != "" {
+		m["public_key"] = pub
+	}
 	if o := str(d, "omit"); o != "" {
 		parent, child, nested := strings.Cut(o, ".")
 		if nested {
@@ -324,6 +355,9 @@ func (h *harness) show(eff plane.Effect) []string {
 		head := fmt.Sprintf("reply %d %d ", e.Req, e.Status)
 		body := h.showBody(e.Body)
 		body[0] = head + body[0]
+		if f := e.Forgery; f != nil {
+			body = append(body, fmt.Sprintf("  forgery signer=%s target=%s what=%q", h.name("W", f.Signer), h.name("W", f.Target), h.aliasText(f.What)))
+		}
 		return body
 	}
 	return []string{fmt.Sprintf("unknown effect %T", eff)}
@@ -346,7 +380,10 @@ func (h *harness) showBatch(b *plane.Batch) []string {
 		if w.TargetVersion != "" {
 			s += " target=" + w.TargetVersion
 		}
-		out = append(out, s)
+		out = append(out, s+h.showKeys(&w))
+	}
+	for _, tk := range b.Tokens {
+		out = append(out, h.showToken(&tk))
 	}
 	for _, c := range b.Commands {
 		out = append(out, fmt.Sprintf("persist command %s %s for %s", h.name("C", c.ID), c.Kind, h.name("W", c.WorkerID)))
@@ -383,9 +420,32 @@ func (h *harness) showBody(body any) []string {
 	switch b := body.(type) {
 	case wire.HelloResponse:
 		if b.Reject != nil {
-			return []string{fmt.Sprintf("hello reject %s %q", b.Reject.Code, b.Reject.Message)}
+			return []string{fmt.Sprintf("hello reject %s %q", b.Reject.Code, h.aliasText(b.Reject.Message))}
 		}
-		return []string{fmt.Sprintf("hello worker=%s ttl=%v", h.name("W", *b.WorkerID), float64(b.SessionTTLS))}
+		s := fmt.Sprintf("hello worker=%s ttl=%v", h.name("W", *b.WorkerID), float64(b.SessionTTLS))
+		if b.KeyID != nil {
+			s += " key_id=" + h.aliasText(*b.KeyID)
+		}
+		return []string{s}
+	case wire.KeyRotationResponse:
+		if b.Reject != nil {
+			return []string{fmt.Sprintf("keys reject %s %q", b.Reject.Code, h.aliasText(b.Reject.Message))}
+		}
+		return []string{"keys key_id=" + h.aliasText(b.KeyID)}
+	case operator.TokenCreated:
+		return []string{fmt.Sprintf("token %s expires=%s", h.name("T", b.ID), h.rel(b.ExpiresAt))}
+	case []operator.Token:
+		out := []string{fmt.Sprintf("%d tokens", len(b))}
+		for _, tk := range b {
+			s := fmt.Sprintf("  token %s %s queue=%q tags=%v failures=%d", h.name("T", tk.ID), tk.State, tk.Queue, tk.Tags, tk.Failures)
+			if tk.WorkerID != "" {
+				s += " worker=" + h.name("W", tk.WorkerID)
+			}
+			out = append(out, s)
+		}
+		return out
+	case operator.KeyRevoked:
+		return []string{fmt.Sprintf("revoked %s keys=%s", h.name("W", b.WorkerID), h.aliasText(strings.Join(b.KeyIDs, ",")))}
 	case wire.PollResponse:
 		s := fmt.Sprintf("poll %d commands", len(b.Commands))
 		if b.TargetNymphVersion != nil {
@@ -399,6 +459,9 @@ func (h *harness) showBody(body any) []string {
 	case wire.ValidationError:
 		return []string{fmt.Sprintf("invalid error=%s field=%s", b.Error, b.Field)}
 	case plane.ErrorBody:
+		if b.Message != "" && authCodes[b.Error] {
+			return []string{fmt.Sprintf("error %s %q", b.Error, h.aliasText(b.Message))}
+		}
 		return []string{"error " + b.Error}
 	case operator.Error:
 		return []string{fmt.Sprintf("error %q", h.aliasText(b.Error))}
@@ -450,8 +513,15 @@ func (h *harness) aliasText(s string) string {
 }
 
 func (h *harness) showWorker(w operator.Worker) string {
-	return fmt.Sprintf("worker %s machine=%s label=%s state=%s tags=%v queues=%v runners=%v pending=%d running=%d",
+	s := fmt.Sprintf("worker %s machine=%s label=%s state=%s tags=%v queues=%v runners=%v pending=%d running=%d",
 		h.name("W", w.ID), w.MachineID, h.aliasText(w.Label), w.State, w.Tags, w.Queues, w.Capabilities.Runners, w.PendingCommands, w.Running)
+	if w.KeyID != "" {
+		s += " key=" + h.aliasText(w.KeyID)
+	}
+	if w.KeyRevoked {
+		s += " key-revoked"
+	}
+	return s
 }
 
 func (h *harness) showInvocation(inv operator.Invocation) string {
@@ -500,4 +570,5 @@ var storedOpts = cmp.Options{
 	cmpopts.SortSlices(func(a, b plane.CommandRecord) bool { return a.ID < b.ID }),
 	cmpopts.SortSlices(func(a, b plane.InvocationRecord) bool { return a.ID < b.ID }),
 	cmpopts.SortSlices(func(a, b plane.ExecRecord) bool { return a.ExecID < b.ExecID }),
+	cmpopts.SortSlices(func(a, b plane.TokenRecord) bool { return a.ID < b.ID }),
 }

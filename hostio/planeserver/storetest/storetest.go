@@ -62,6 +62,15 @@ func SampleBatch() plane.Batch {
 			Versions:     wire.Versions{Daemon: str("0.1.0"), Protocol: str("1")},
 			State:        plane.WorkerSettingUp, CreatedAt: T0, LastSeen: T0.Add(time.Second),
 			SetupsInFlight: []plane.SetupInFlight{{CommandID: "c0", Refresh: true}},
+			PublicKey:      str("nXxuYdMdZJ8ReLGE5FhHyNfcjCzCVEM7PWSBmnwbK7M"), KeyID: "ed25519-00112233445566778899aabbccddeeff",
+			PrevKeyID: "ed25519-ffeeddccbbaa99887766554433221100", PrevPublicKey: "k0", RotatedAt: T0.Add(time.Second),
+			RevokedKeyIDs: []string{"ed25519-0123456789abcdef0123456789abcdef"},
+			TokenID:       "t1", PinnedQueue: "gpu", PinnedTags: []string{"site=lab"},
+		}},
+		Tokens: []plane.TokenRecord{{
+			ID: "t1", SecretHash: "6a09e667f3bcc908b2fb1366ea957d3e3adec17512775099da2f590b0667322a", Queue: "gpu",
+			Tags: []string{"site=lab"}, CreatedAt: T0, ExpiresAt: T0.Add(15 * time.Minute),
+			RedeemedAt: T0.Add(time.Minute), WorkerID: "w1", Failures: 2,
 		}},
 		Commands: []plane.CommandRecord{
 			{ID: "c2", WorkerID: "w1", Seq: 2, Kind: "exec", Body: []byte{0x80}, CreatedAt: T0, ExecID: "e1"},
@@ -96,6 +105,7 @@ var snapshotOpts = cmp.Options{
 	cmpopts.SortSlices(func(a, b plane.CommandRecord) bool { return a.ID < b.ID }),
 	cmpopts.SortSlices(func(a, b plane.InvocationRecord) bool { return a.ID < b.ID }),
 	cmpopts.SortSlices(func(a, b plane.ExecRecord) bool { return a.ExecID < b.ExecID }),
+	cmpopts.SortSlices(func(a, b plane.TokenRecord) bool { return a.ID < b.ID }),
 }
 
 func apply(t *testing.T, s planeserver.Store, b plane.Batch) {
@@ -124,7 +134,7 @@ func readAll(t *testing.T, s planeserver.Store, execID string) string {
 }
 
 func emptyStore(t *testing.T, s planeserver.Store) {
-	if snap := load(t, s); len(snap.Workers)+len(snap.Commands)+len(snap.Invocations)+len(snap.Execs) != 0 {
+	if snap := load(t, s); len(snap.Workers)+len(snap.Commands)+len(snap.Invocations)+len(snap.Execs)+len(snap.Tokens) != 0 {
 		t.Fatalf("fresh store not empty: %+v", snap)
 	}
 	apply(t, s, plane.Batch{})
@@ -136,7 +146,7 @@ func emptyStore(t *testing.T, s planeserver.Store) {
 func roundTrip(t *testing.T, s planeserver.Store) {
 	b := SampleBatch()
 	apply(t, s, b)
-	want := plane.Snapshot{Workers: b.Workers, Commands: b.Commands, Invocations: b.Invocations, Execs: b.Execs}
+	want := plane.Snapshot{Workers: b.Workers, Commands: b.Commands, Invocations: b.Invocations, Execs: b.Execs, Tokens: b.Tokens}
 	if d := cmp.Diff(want, load(t, s), snapshotOpts); d != "" {
 		t.Fatalf("snapshot (-want +got):\n%s", d)
 	}
@@ -152,8 +162,11 @@ func upsertReplaces(t *testing.T, s planeserver.Store) {
 	w.State = plane.WorkerActive
 	inv := b.Invocations[0]
 	inv.State, inv.Error = plane.InvocationSucceeded, nil
-	apply(t, s, plane.Batch{Workers: []plane.WorkerRecord{w}, Invocations: []plane.InvocationRecord{inv}})
-	want := plane.Snapshot{Workers: []plane.WorkerRecord{w}, Commands: b.Commands, Invocations: []plane.InvocationRecord{inv}, Execs: b.Execs}
+	tok := b.Tokens[0]
+	tok.Failures, tok.BurnedAt = 5, T0.Add(2*time.Minute)
+	apply(t, s, plane.Batch{Workers: []plane.WorkerRecord{w}, Invocations: []plane.InvocationRecord{inv}, Tokens: []plane.TokenRecord{tok}})
+	want := plane.Snapshot{Workers: []plane.WorkerRecord{w}, Commands: b.Commands, Invocations: []plane.InvocationRecord{inv}, Execs: b.Execs,
+		Tokens: []plane.TokenRecord{tok}}
 	if d := cmp.Diff(want, load(t, s), snapshotOpts); d != "" {
 		t.Fatalf("snapshot after the upserts (-want +got):\n%s", d)
 	}
@@ -223,13 +236,15 @@ func chunkGapRefusesBatch(t *testing.T, s planeserver.Store) {
 		{"a first chunk past offset 0", []plane.ChunkRecord{{ExecID: "new", Offset: 1, Data: []byte("x")}}},
 		{"two chunks at one offset", []plane.ChunkRecord{bang, bang}},
 	} {
-		b := plane.Batch{Workers: []plane.WorkerRecord{{ID: "w2", State: plane.WorkerActive}}, Chunks: c.chunks}
+		// A redemption with the key it enrolled, as one hello's batch.
+		b := plane.Batch{Workers: []plane.WorkerRecord{{ID: "w2", State: plane.WorkerActive, KeyID: "ed25519-22222222222222222222222222222222"}},
+			Tokens: []plane.TokenRecord{{ID: "t2", SecretHash: "h2", RedeemedAt: T0, WorkerID: "w2"}}, Chunks: c.chunks}
 		if err := s.Apply(context.Background(), b); err == nil {
 			t.Errorf("%s accepted", c.name)
 		}
 	}
-	if snap := load(t, s); len(snap.Workers) != 1 {
-		t.Errorf("a refused batch left %d workers, want 1: a batch applies whole or not at all", len(snap.Workers))
+	if snap := load(t, s); len(snap.Workers) != 1 || len(snap.Tokens) != 1 {
+		t.Errorf("a refused batch left %d workers and %d tokens, want 1 and 1: a batch applies whole or not at all", len(snap.Workers), len(snap.Tokens))
 	}
 	if got := readAll(t, s, "e1"); got != "hello world" {
 		t.Errorf("log of e1 after refused chunks: %q", got)
