@@ -27,6 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nymphd/nymph/hostio/tlsca"
 	"github.com/nymphd/nymph/relay/policy"
 	"github.com/nymphd/nymph/relay/token"
 	"golang.org/x/sys/unix"
@@ -37,6 +38,10 @@ type Config struct {
 	Prefix    string // directory of machine directories
 	Upstream  string // control plane base URL
 	TokenFile string // the relay's bearer, mode 0600
+	// CAFile holds the CA an https upstream's certificate must be signed
+	// by (nymph serve's DATA-DIR/tls/ca.crt); empty trusts the system's
+	// roots. Not used when Client is set.
+	CAFile string
 
 	FrameTimeout    time.Duration // stall timer for a partial frame (30 s)
 	UpstreamTimeout time.Duration // per upstream request (120 s)
@@ -159,7 +164,11 @@ func New(cfg Config) (*Relay, error) {
 	var transport http.RoundTripper
 	switch {
 	case cfg.Client == nil:
-		transport = defaultTransport(base, upstreamConnBound(), http.ProxyFromEnvironment)
+		tlsCfg, err := tlsca.ClientConfig(cfg.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("relay: %w", err)
+		}
+		transport = defaultTransport(base, upstreamConnBound(), http.ProxyFromEnvironment, tlsCfg)
 	case cfg.Client.Transport == nil:
 		transport = http.DefaultTransport
 	default:
@@ -216,6 +225,9 @@ func (rl *Relay) Run(ctx context.Context) error {
 	defer rl.root.close()
 	d, err := newDiscovery(rl)
 	if err != nil {
+		return err
+	}
+	if err := rl.writeUpstreamFile(); err != nil {
 		return err
 	}
 	d.pending = []pendingPair{}

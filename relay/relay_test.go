@@ -689,7 +689,7 @@ func TestDefaultTransportByUpstream(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr := defaultTransport(base, 16, c.proxy)
+		tr := defaultTransport(base, 16, c.proxy, nil)
 		_, inline := tr.(*inlinehttp.Transport)
 		_, nethttp := tr.(*transportPool)
 		if inline != c.inline || inline == nethttp {

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nymphd/nymph/hostio/tlsca"
 	"github.com/nymphd/nymph/relay/internal/inlinehttp"
 	"github.com/nymphd/nymph/relay/policy"
 	"github.com/nymphd/nymph/wirecore/frame"
@@ -74,15 +75,23 @@ var defaultContentTypeHeader = []string{defaultContentType}
 // Anything else (https, whose HTTP/2 lets thousands of parked long-polls
 // share a few connections, or a proxy from the environment) gets
 // net/http's Transport, as many of them as keep each one's requests in
-// flight under a connection's stream limit (transportPool).
-func defaultTransport(base policy.Base, maxConns int, proxy func(*http.Request) (*url.URL, error)) http.RoundTripper {
+// flight under a connection's stream limit (transportPool), each verifying
+// the upstream with tlsCfg (tlsca.ClientConfig: TLS 1.3, the relay's CA
+// file or the system's roots; nil: newTransport's, the system's roots).
+func defaultTransport(base policy.Base, maxConns int, proxy func(*http.Request) (*url.URL, error), tlsCfg *tls.Config) http.RoundTripper {
 	u := base.URL("/")
 	if u.Scheme == "http" {
 		if via, err := proxy(&http.Request{URL: u}); err == nil && via == nil {
 			return inlinehttp.New(inlinehttp.Options{MaxConns: maxConns})
 		}
 	}
-	return newTransportPool(maxConns, newTransport)
+	return newTransportPool(maxConns, func(maxConns int) *http.Transport {
+		t := newTransport(maxConns)
+		if tlsCfg != nil {
+			t.TLSClientConfig = tlsCfg.Clone()
+		}
+		return t
+	})
 }
 
 // newTransport is net/http's Transport as the relay uses it: one pool of
@@ -98,7 +107,7 @@ func newTransport(maxConns int) *http.Transport {
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		ForceAttemptHTTP2:     true,
-		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
+		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS13},
 		TLSHandshakeTimeout:   10 * time.Second,
 		MaxIdleConns:          8192,
 		MaxIdleConnsPerHost:   8192,
@@ -192,7 +201,7 @@ func (u *upstream) post(ctx context.Context, rq *request) result {
 		err = context.Cause(ctx) // why the relay cancelled it, not just "canceled"
 	}
 	if err != nil {
-		return result{err: fmt.Errorf("relay: POST %s: %w", rq.endpoint, unwrapURL(err))}
+		return result{err: fmt.Errorf("relay: POST %s: %w", rq.endpoint, tlsca.Explain(unwrapURL(err)))}
 	}
 	res, err := readReply(resp.Body, resp.ContentLength)
 	if err != nil {

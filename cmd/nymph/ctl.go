@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nymphd/nymph/cmd/nymph/internal/termtext"
+	"github.com/nymphd/nymph/hostio/daemonconfig"
 	"github.com/nymphd/nymph/hostio/opclient"
 	"github.com/nymphd/nymph/hostio/secretfile"
 	"github.com/nymphd/nymph/wirecore/operator"
@@ -40,6 +41,7 @@ func ctlCommands() map[string]ctlCommand {
 		"invocations": {"invocations [ID [--wait]] [--json]", "list invocations, or show one (--wait: until it ends)", ctlInvocations},
 		"logs":        {"logs EXEC_ID [--follow]", "print an exec's streamed output", ctlLogs},
 		"wait":        {"wait WORKER [--state S] [--timeout D]", "wait until a worker is registered (and in state S)", ctlWait},
+		"ca":          {"ca [--pem]", "show the CA the server was verified by (--pem: its certificate, to keep as a CA file)", ctlCA},
 	}
 }
 
@@ -57,13 +59,14 @@ type ctlRun struct {
 
 // ctlConn holds the connection flags every verb accepts.
 type ctlConn struct {
-	server, token, tokenFile string
+	server, token, tokenFile, caFile string
 }
 
 func (cc *ctlConn) register(fs *flag.FlagSet, def ctlConn) {
 	fs.StringVar(&cc.server, "server", def.server, "control plane base URL (env NYMPH_SERVER)")
 	fs.StringVar(&cc.token, "admin-token", def.token, "admin bearer token (env NYMPH_ADMIN_TOKEN)")
 	fs.StringVar(&cc.tokenFile, "admin-token-file", def.tokenFile, "file holding the admin token, mode 0600 (env NYMPH_ADMIN_TOKEN_FILE)")
+	fs.StringVar(&cc.caFile, "ca-file", def.caFile, "CA certificate the server's must be signed by: nymph serve's DATA-DIR/tls/ca.crt (env "+daemonconfig.CAFileEnv+"; default: the system's roots)")
 }
 
 func connFromEnv(env *cliEnv) ctlConn {
@@ -71,6 +74,7 @@ func connFromEnv(env *cliEnv) ctlConn {
 		server:    envOr(env, "NYMPH_SERVER", wire.DefaultServerURL),
 		token:     env.getenv("NYMPH_ADMIN_TOKEN"),
 		tokenFile: env.getenv("NYMPH_ADMIN_TOKEN_FILE"),
+		caFile:    env.getenv(daemonconfig.CAFileEnv),
 	}
 }
 
@@ -82,7 +86,7 @@ func (cc *ctlConn) dial() (*opclient.Client, error) {
 			return nil, fmt.Errorf("admin token: %w", err)
 		}
 	}
-	return opclient.New(cc.server, token, nil)
+	return opclient.NewWithCA(cc.server, token, cc.caFile)
 }
 
 func envOr(env *cliEnv, key, def string) string {
@@ -161,7 +165,7 @@ func flagStatus(err error) int {
 }
 
 func ctlUsage(w io.Writer) {
-	fmt.Fprintln(w, "usage: nymph ctl [--server URL] [--admin-token T | --admin-token-file F] <verb> [args]")
+	fmt.Fprintln(w, "usage: nymph ctl [--server URL] [--ca-file F] [--admin-token T | --admin-token-file F] <verb> [args]")
 	fmt.Fprintln(w)
 	verbs := ctlCommands()
 	names := make([]string, 0, len(verbs))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/nymphd/nymph/hostio/daemonconfig"
 	"github.com/nymphd/nymph/relay"
 )
 
@@ -19,6 +20,7 @@ func runRelay(ctx context.Context, env *cliEnv, args []string) int {
 	fs.StringVar(&cfg.Prefix, "prefix", env.getenv("NYMPH_RELAY_PREFIX"), "directory of machine directories holding the pipes (env NYMPH_RELAY_PREFIX)")
 	fs.StringVar(&cfg.Upstream, "upstream", env.getenv("NYMPH_RELAY_UPSTREAM"), "control plane base URL (env NYMPH_RELAY_UPSTREAM)")
 	fs.StringVar(&cfg.TokenFile, "token-file", env.getenv("NYMPH_RELAY_TOKEN_FILE"), "file holding the relay's bearer token, mode 0600 (env NYMPH_RELAY_TOKEN_FILE)")
+	fs.StringVar(&cfg.CAFile, "ca-file", env.getenv(daemonconfig.CAFileEnv), "CA certificate an https upstream's must be signed by: nymph serve's DATA-DIR/tls/ca.crt (env "+daemonconfig.CAFileEnv+"; default: the system's roots)")
 	fs.DurationVar(&cfg.FrameTimeout, "frame-timeout", relay.DefaultFrameTimeout, "drop a partial frame after this long without a byte")
 	fs.DurationVar(&cfg.UpstreamTimeout, "upstream-timeout", relay.DefaultUpstreamTimeout, "timeout of one upstream request")
 	fs.DurationVar(&cfg.SpoolInterval, "spool-interval", relay.DefaultSpoolInterval, "how often spool directories are polled")

@@ -3,21 +3,26 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nymphd/nymph/hostio/blobstore"
 	"github.com/nymphd/nymph/hostio/planeserver"
 	"github.com/nymphd/nymph/hostio/secretfile"
 	"github.com/nymphd/nymph/hostio/sqlstore"
+	"github.com/nymphd/nymph/hostio/tlsca"
 	"github.com/nymphd/nymph/wirecore/plane"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
@@ -26,6 +31,9 @@ import (
 const adminTokenFile = "admin.token"
 
 func runServe(ctx context.Context, env *cliEnv, args []string) int {
+	if len(args) > 0 && args[0] == "status" {
+		return runServeStatus(env, args[1:])
+	}
 	flags := flag.NewFlagSet("nymph serve", flag.ContinueOnError)
 	flags.SetOutput(env.stderr)
 	listen := flags.String("listen", wire.DefaultListen, "address to listen on")
@@ -34,7 +42,13 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 	relayTokenFile := flags.String("relay-token-file", "", "file holding the token relays present, mode 0600 (default: the daemon token)")
 	adminFile := flags.String("admin-token-file", "", "file holding the operator API's bearer, mode 0600, a token no daemon or relay holds (default: DATA-DIR/admin.token, generated when absent)")
 	storeKind := flags.String("store", "sqlite", `record store: "sqlite" (DATA-DIR/nymph.db) or "memory" (lost on exit)`)
-	publicURL := flags.String("public-url", "", "base URL daemons reach this server at, for presigned payload URLs and the stdout_url of streamed execs (default: http://LISTEN)")
+	publicURL := flags.String("public-url", "", "base URL daemons reach this server at, for presigned payload URLs and the stdout_url of streamed execs (default: https://LISTEN)")
+	var sans []string
+	flags.Func("san", "a host name or IP clients dial this server by, added to its TLS certificate (repeatable; the --listen and --public-url hosts and loopback are always in it)", func(v string) error {
+		sans = append(sans, v)
+		return nil
+	})
+	insecureHTTP := flags.Bool("insecure-http", false, "serve plain HTTP instead of TLS; only on a loopback --listen")
 	trustRelays := flags.Bool("trust-relay-daemons", false, "accept a daemon request that carries a valid relay token and no daemon bearer (a relay frame without headers, as daemons of protocol \"1\" write) as that of a daemon holding the bearer")
 	target := flags.String("target-version", "", "nymph version every daemon should run (sent as target_nymph_version)")
 	retain := flags.Duration("retain", 24*time.Hour, "how long finished execs (with their logs) and invocations are kept; 0 keeps them forever")
@@ -60,6 +74,10 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintf(env.stderr, "nymph serve: --max-large-bodies %d: must be at least 1\n", *maxLargeBodies)
 		return 2
 	}
+	if *insecureHTTP && !listenIsLoopback(*listen) {
+		fmt.Fprintln(env.stderr, "nymph serve: "+plainListenRefusal(*listen))
+		return 2
+	}
 	if *tokenFile == "" && !*insecureOpen && !listenIsLoopback(*listen) {
 		fmt.Fprintln(env.stderr, "nymph serve: "+openListenRefusal(*listen))
 		return 2
@@ -77,6 +95,7 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 		listen: *listen, dataDir: *dataDir, tokenFile: *tokenFile, relayTokenFile: *relayTokenFile,
 		adminFile: *adminFile, store: *storeKind, publicURL: *publicURL, target: *target, retain: *retain,
 		trustRelayDaemons: *trustRelays, maxWorkers: *maxWorkers, maxLargeBodies: *maxLargeBodies, insecureOpen: *insecureOpen,
+		sans: sans, insecureHTTP: *insecureHTTP,
 	}); err != nil {
 		fmt.Fprintf(env.stderr, "nymph serve: %v\n", err)
 		return 1
@@ -93,6 +112,10 @@ type serveOptions struct {
 	// without a bearer on an address other hosts reach.
 	maxWorkers, maxLargeBodies int
 	insecureOpen               bool
+	// sans are the --san names for the TLS certificate; insecureHTTP
+	// serves plain HTTP (loopback only) instead.
+	sans         []string
+	insecureHTTP bool
 }
 
 // listenIsLoopback reports whether a --listen address is reachable from
@@ -115,6 +138,34 @@ func listenIsLoopback(addr string) bool {
 func openListenRefusal(addr string) string {
 	return fmt.Sprintf("--listen %s is not a loopback address and no --token-file is given: any host that reaches it could register as a daemon and take its commands; "+
 		"give daemons a bearer with --token-file FILE, or pass --insecure-no-daemon-auth to serve them without one on purpose", addr)
+}
+
+// plainListenRefusal is why serve will not speak plain HTTP on addr.
+func plainListenRefusal(addr string) string {
+	return fmt.Sprintf("--insecure-http: --listen %s is not a loopback address: tokens and commands would cross the network in clear; drop --insecure-http (serve speaks TLS with its own CA, DATA-DIR/tls/ca.crt) or listen on 127.0.0.1", addr)
+}
+
+// tlsDir is where serve keeps its CA and server certificate.
+func tlsDir(dataDir string) string { return filepath.Join(dataDir, "tls") }
+
+// certNames are the names serve's certificate must hold: the --listen
+// host (this host's name too when it listens on every interface), the
+// --public-url host and every --san; tlsca adds loopback.
+func certNames(listen, publicURL string, sans []string) []string {
+	var names []string
+	if host, _, err := net.SplitHostPort(listen); err == nil {
+		if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+			if h, err := os.Hostname(); err == nil {
+				names = append(names, h)
+			}
+		} else {
+			names = append(names, host)
+		}
+	}
+	if u, err := url.Parse(publicURL); err == nil && u.Hostname() != "" {
+		names = append(names, u.Hostname())
+	}
+	return append(names, sans...)
 }
 
 func serve(ctx context.Context, env *cliEnv, log *slog.Logger, o serveOptions) error {
@@ -140,6 +191,12 @@ func serve(ctx context.Context, env *cliEnv, log *slog.Logger, o serveOptions) e
 	if err := distinctAdminToken(adminTok, adminPath, daemonTok, o.tokenFile, relayTok, o.relayTokenFile); err != nil {
 		return err
 	}
+	var authority *tlsca.Authority
+	if !o.insecureHTTP {
+		if authority, err = tlsca.Ensure(tlsDir(o.dataDir), certNames(o.listen, o.publicURL, o.sans), time.Now()); err != nil {
+			return err
+		}
+	}
 	store, err := openStore(ctx, o.store, o.dataDir, log)
 	if err != nil {
 		return err
@@ -150,17 +207,26 @@ func serve(ctx context.Context, env *cliEnv, log *slog.Logger, o serveOptions) e
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", o.listen, err)
 	}
-	if daemonTok == "" && !o.insecureOpen {
-		// "localhost" passed the check on the flag; what it resolved to
-		// is what counts.
-		if a, ok := ln.Addr().(*net.TCPAddr); !ok || !a.IP.IsLoopback() {
-			ln.Close()
-			return errors.New(openListenRefusal(ln.Addr().String()))
-		}
+	// "localhost" passed the checks on the flag; what it resolved to is
+	// what counts.
+	a, ok := ln.Addr().(*net.TCPAddr)
+	resolvedLoopback := ok && a.IP.IsLoopback()
+	switch {
+	case daemonTok == "" && !o.insecureOpen && !resolvedLoopback:
+		ln.Close()
+		return errors.New(openListenRefusal(ln.Addr().String()))
+	case o.insecureHTTP && !resolvedLoopback:
+		ln.Close()
+		return errors.New(plainListenRefusal(ln.Addr().String()))
+	}
+	scheme := "http"
+	if authority != nil {
+		scheme = "https"
+		ln = tls.NewListener(ln, authority.ServerConfig())
 	}
 	base := o.publicURL
 	if base == "" {
-		base = "http://" + ln.Addr().String()
+		base = scheme + "://" + ln.Addr().String()
 	}
 	blobs, err := blobstore.Open(o.dataDir, base, blobstore.Options{Log: log})
 	if err != nil {
@@ -191,7 +257,12 @@ func serve(ctx context.Context, env *cliEnv, log *slog.Logger, o serveOptions) e
 	case daemonTok == "":
 		fmt.Fprintln(env.stdout, "nymph serve: no --token-file: daemon routes accept requests without a bearer (loopback only)")
 	}
-	fmt.Fprintf(env.stdout, "nymph serve: listening on http://%s (store: %s, data: %s)\n", ln.Addr(), o.store, o.dataDir)
+	if authority == nil {
+		fmt.Fprintln(env.stdout, "nymph serve: --insecure-http: plain HTTP (loopback only)")
+	} else {
+		reportTLS(env.stdout, log, authority)
+	}
+	fmt.Fprintf(env.stdout, "nymph serve: listening on %s://%s (store: %s, data: %s)\n", scheme, ln.Addr(), o.store, o.dataDir)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -204,6 +275,54 @@ func serve(ctx context.Context, env *cliEnv, log *slog.Logger, o serveOptions) e
 		}
 	}()
 	return srv.Serve(ctx, ln, 5*time.Second)
+}
+
+// runServeStatus prints what a client needs to trust a serve, from its
+// data directory alone: serve need not be running.
+func runServeStatus(env *cliEnv, args []string) int {
+	flags := flag.NewFlagSet("nymph serve status", flag.ContinueOnError)
+	flags.SetOutput(env.stderr)
+	dataDir := flags.String("data-dir", "", "serve's data directory (required)")
+	if err := flags.Parse(args); err != nil {
+		return flagStatus(err)
+	}
+	if *dataDir == "" || flags.NArg() > 0 {
+		fmt.Fprintln(env.stderr, "usage: nymph serve status --data-dir DIR")
+		return 2
+	}
+	a, err := tlsca.Load(tlsDir(*dataDir))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			err = fmt.Errorf("%w (serve makes its CA at its first start without --insecure-http)", err)
+		}
+		fmt.Fprintf(env.stderr, "nymph serve status: %v\n", err)
+		return 1
+	}
+	ca, leaf := a.CA(), a.Leaf()
+	day := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+	for _, row := range [][2]string{
+		{"ca_file", a.CAPath()},
+		{"ca_fingerprint", a.Fingerprint()},
+		{"ca_not_after", day(ca.NotAfter)},
+		{"server_names", strings.Join(a.Names(), ", ")},
+		{"server_not_after", fmt.Sprintf("%s (re-issued at a start of serve from %s)", day(leaf.NotAfter), day(leaf.NotAfter.Add(-tlsca.RenewBefore)))},
+	} {
+		fmt.Fprintf(env.stdout, "%-17s %s\n", row[0]+":", row[1])
+	}
+	return 0
+}
+
+// reportTLS says, at start, which CA clients must trust and what changed.
+func reportTLS(w io.Writer, log *slog.Logger, a *tlsca.Authority) {
+	leaf := a.Leaf()
+	log.Info("tls", "ca_file", a.CAPath(), "ca_fingerprint", a.Fingerprint(), "names", a.Names(), "not_after", leaf.NotAfter.UTC().Format(time.RFC3339))
+	if a.CreatedCA() {
+		fmt.Fprintf(w, "nymph serve: created a CA in %s\n", a.Dir())
+	}
+	if why := a.Issued(); why != "" {
+		fmt.Fprintf(w, "nymph serve: issued a server certificate for %s (%s)\n", strings.Join(a.Names(), ", "), why)
+	}
+	fmt.Fprintf(w, "nymph serve: TLS CA %s, fingerprint %s; clients pass it as --ca-file (or NYMPH_CA_FILE)\n", a.CAPath(), a.Fingerprint())
 }
 
 func openStore(ctx context.Context, kind, dataDir string, log *slog.Logger) (planeserver.Store, error) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nymphd/nymph/hostio/opclient"
+	"github.com/nymphd/nymph/hostio/tlsca"
 	"github.com/nymphd/nymph/internal/strictwire"
 	"github.com/nymphd/nymph/internal/testkit"
 	"github.com/nymphd/nymph/wirecore/operator"
@@ -22,12 +23,15 @@ import (
 
 // liveServe is `nymph serve` running in this process on a free port.
 type liveServe struct {
-	t     *testing.T
-	url   string // http://ADDR, as serve prints it
-	admin string
+	t      *testing.T
+	url    string // https://ADDR (http:// with --insecure-http), as serve prints it
+	admin  string
+	caFile string // DATA-DIR/tls/ca.crt
+	http   *http.Client
+	stdout *testkit.SyncBuffer
 }
 
-var listening = regexp.MustCompile(`listening on (http://[^ ]+) `)
+var listening = regexp.MustCompile(`listening on (https?://[^ ]+) `)
 
 // startServe runs runServe with args (plus a free loopback port, a memory
 // store, a data directory and an admin token) until the test ends.
@@ -58,7 +62,13 @@ func startServe(t *testing.T, args ...string) *liveServe {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if m := listening.FindStringSubmatch(out.String()); m != nil {
-			return &liveServe{t: t, url: m[1], admin: "admin-secret-w"}
+			caFile := filepath.Join(dir, "data", "tls", tlsca.CAFile)
+			cfg, err := tlsca.ClientConfig(caFile)
+			if err != nil {
+				cfg = nil // --insecure-http: no CA
+			}
+			return &liveServe{t: t, url: m[1], admin: "admin-secret-w", caFile: caFile, stdout: &out,
+				http: &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}}
 		}
 		select {
 		case code := <-done:
@@ -82,7 +92,7 @@ func (s *liveServe) post(path string, body []byte, hdr ...string) (int, []byte) 
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.http.Do(req)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -111,7 +121,7 @@ func (s *liveServe) streamedExec(hdr ...string) *strictwire.Exec {
 	if err := strictwire.Decode(b, hello); err != nil || status != 200 || hello.WorkerID == nil {
 		s.t.Fatalf("hello: %d %v %q", status, err, b)
 	}
-	ops, err := opclient.New(s.url, s.admin, nil)
+	ops, err := opclient.NewWithCA(s.url, s.admin, s.caFile)
 	if err != nil {
 		s.t.Fatal(err)
 	}

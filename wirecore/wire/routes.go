@@ -30,10 +30,11 @@ const (
 // DefaultListen is the address nymph serve listens on unless --listen names
 // another, and DefaultServerURL the control plane that a daemon ([server]
 // url) and nymph ctl (NYMPH_SERVER) reach unless told otherwise: the same
-// address, so that all three agree on one host out of the box.
+// address, so that all three agree on one host out of the box. serve
+// speaks TLS unless told --insecure-http, so the URL is https.
 const (
 	DefaultListen    = "127.0.0.1:8383"
-	DefaultServerURL = "http://" + DefaultListen
+	DefaultServerURL = "https://" + DefaultListen
 )
 
 // DaemonRoutes are the fixed routes under /v1/daemon/, the ones without a

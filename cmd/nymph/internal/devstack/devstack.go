@@ -34,6 +34,7 @@ import (
 	"github.com/nymphd/nymph/hostio/daemonconfig"
 	"github.com/nymphd/nymph/hostio/opclient"
 	"github.com/nymphd/nymph/hostio/procgroup"
+	"github.com/nymphd/nymph/hostio/tlsca"
 )
 
 // Options configure Start.
@@ -54,8 +55,11 @@ type Options struct {
 // Stack is a running serve + daemon pair.
 type Stack struct {
 	// Dir holds everything: data/, work/, the tokens, the config and logs.
-	Dir            string
-	ServerURL      string
+	Dir       string
+	ServerURL string
+	// CAFile is serve's CA certificate (data/tls/ca.crt), which the
+	// daemon and the client verify serve by.
+	CAFile         string
 	AdminTokenFile string
 	IntrospectURL  string
 	ServeLog       string
@@ -97,6 +101,7 @@ func Start(ctx context.Context, opt Options) (_ *Stack, err error) {
 	}
 	s := &Stack{
 		Dir:            dir,
+		CAFile:         filepath.Join(dir, "data", "tls", tlsca.CAFile),
 		AdminTokenFile: filepath.Join(dir, "admin.token"),
 		ServeLog:       filepath.Join(dir, "serve.log"),
 		DaemonLog:      filepath.Join(dir, "daemon.log"),
@@ -130,7 +135,7 @@ func (s *Stack) startServe(ctx context.Context) error {
 		return err
 	}
 	listen := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	s.ServerURL = "http://" + listen
+	s.ServerURL = "https://" + listen
 	s.serve, err = s.spawn("serve", s.ServeLog,
 		"serve", "--listen", listen, "--data-dir", filepath.Join(s.Dir, "data"),
 		"--token-file", filepath.Join(s.Dir, "daemon.token"),
@@ -138,35 +143,59 @@ func (s *Stack) startServe(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if s.Client, err = opclient.New(s.ServerURL, admin, nil); err != nil {
+	if err := s.waitHealthy(ctx); err != nil {
+		return err
+	}
+	if s.Client, err = opclient.NewWithCA(s.ServerURL, admin, s.CAFile); err != nil {
 		return fmt.Errorf("devstack: %w", err)
 	}
-	return s.waitHealthy(ctx)
+	return nil
 }
 
 // waitHealthy polls /healthz until it answers 200, serve exits, or 30 s.
+// serve writes its CA before it listens, so the CA is read once the port
+// answers.
 func (s *Stack) waitHealthy(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	hc := &http.Client{Timeout: 2 * time.Second}
 	pause := 20 * time.Millisecond
+	var last error
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.ServerURL+"/healthz", nil)
-		if resp, err := hc.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+		if last = s.healthy(ctx); last == nil {
+			return nil
 		}
 		select {
 		case <-s.serve.done:
 			return fmt.Errorf("devstack: serve exited before it was healthy (%v); see %s:\n%s", s.serve.err, s.ServeLog, tail(s.ServeLog))
 		case <-ctx.Done():
-			return fmt.Errorf("devstack: serve at %s not healthy: %w; see %s", s.ServerURL, ctx.Err(), s.ServeLog)
+			return fmt.Errorf("devstack: serve at %s not healthy: %w (last: %v); see %s", s.ServerURL, ctx.Err(), last, s.ServeLog)
 		case <-time.After(pause):
 		}
 		pause = min(2*pause, 250*time.Millisecond)
 	}
+}
+
+// healthy asks serve's /healthz once, verifying it by its CA.
+func (s *Stack) healthy(ctx context.Context) error {
+	cfg, err := tlsca.ClientConfig(s.CAFile)
+	if err != nil {
+		return err
+	}
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
+	defer hc.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.ServerURL+"/healthz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /healthz: %s", resp.Status)
+	}
+	return nil
 }
 
 func (s *Stack) startDaemon() error {
@@ -196,10 +225,12 @@ func (s *Stack) startDaemon() error {
 
 // daemonConfig is the daemon's configuration: the defaults, attached to
 // this stack's serve with the stack's token, never idle-exiting, retrying
-// fast, draining within 5 s, and its introspection server on.
+// fast, draining within 5 s, and its introspection server on. It
+// verifies serve by the stack's CA.
 func (s *Stack) daemonConfig(host, introspect string) *daemonconfig.Config {
 	cfg := daemonconfig.Defaults()
 	cfg.Server.URL = s.ServerURL
+	cfg.Server.CAFile = s.CAFile
 	cfg.Server.TokenFile = filepath.Join(s.Dir, "daemon.token")
 	cfg.Daemon.MachineID = "dev-" + host
 	cfg.Daemon.Label = "nymph dev on " + host

@@ -2,6 +2,7 @@ package devstack
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nymphd/nymph/hostio/daemonconfig"
+	"github.com/nymphd/nymph/hostio/tlsca"
 	"github.com/nymphd/nymph/internal/testkit"
 )
 
@@ -42,17 +44,25 @@ func fakeNymph(args []string) {
 			fmt.Fprintln(os.Stderr, "serve: cannot open data dir")
 			os.Exit(3)
 		}
-		var listen string
+		var listen, data string
 		for i, a := range args {
-			if a == "--listen" {
+			switch a {
+			case "--listen":
 				listen = args[i+1]
+			case "--data-dir":
+				data = args[i+1]
 			}
+		}
+		// As serve does: its CA in DATA-DIR/tls, written before it listens.
+		a, err := tlsca.Ensure(filepath.Join(data, "tls"), nil, time.Now())
+		if err != nil {
+			os.Exit(7)
 		}
 		l, err := net.Listen("tcp", listen)
 		if err != nil {
 			os.Exit(4)
 		}
-		http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+		http.Serve(tls.NewListener(l, a.ServerConfig()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	}
 	if mode == "backoff" && len(args) == 3 && args[0] == "daemon" {
 		serveBackoffStatus(args[2])
@@ -110,7 +120,7 @@ func TestStartWritesConfigAndStopCleansUp(t *testing.T) {
 		t.Fatalf("daemon config: %v, unknown keys %v:\n%s", err, loaded.Unknown, data)
 	}
 	cfg := loaded.Config
-	if cfg.Server.URL != s.ServerURL || cfg.Runtime.KeepAliveS != -1 || cfg.Runtime.Workdir != filepath.Join(s.Dir, "work") ||
+	if cfg.Server.URL != s.ServerURL || cfg.Server.CAFile != s.CAFile || cfg.Runtime.KeepAliveS != -1 || cfg.Runtime.Workdir != filepath.Join(s.Dir, "work") ||
 		!cfg.Introspect.Enabled || "http://"+cfg.Introspect.Listen+"/status" != s.IntrospectURL {
 		t.Errorf("daemon config:\n%s", data)
 	}

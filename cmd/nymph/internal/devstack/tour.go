@@ -42,6 +42,7 @@ func (s *Stack) PrintHowTo(w io.Writer) {
 	fmt.Fprintf(w, "  introspect:  %s\n\n", s.IntrospectURL)
 	fmt.Fprintf(w, "Talk to it from another terminal:\n")
 	fmt.Fprintf(w, "  export NYMPH_SERVER=%s\n", s.ServerURL)
+	fmt.Fprintf(w, "  export NYMPH_CA_FILE=%s\n", s.CAFile)
 	fmt.Fprintf(w, "  export NYMPH_ADMIN_TOKEN_FILE=%s\n", s.AdminTokenFile)
 	fmt.Fprintf(w, "  nymph ctl workers\n")
 	fmt.Fprintf(w, "  nymph ctl exec WORKER -- uname -a\n\n")
