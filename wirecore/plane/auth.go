@@ -153,9 +153,13 @@ func (p *Plane) verify(now time.Time, a *Auth) (signer, string, string) {
 func (p *Plane) checkSigned(now time.Time, pub ed25519.PublicKey, a *Auth) (string, string) {
 	s := a.Sig
 	if !identity.Fresh(s.Timestamp, now) {
+		off, side := s.Timestamp-now.Unix(), "ahead of"
+		if off < 0 {
+			off, side = -off, "behind"
+		}
 		return ErrSignatureExpired, fmt.Sprintf(
-			"signed at %d, %ds from this control plane's clock (%d); a signature is good for %s either way: check the host's clock",
-			s.Timestamp, now.Unix()-s.Timestamp, now.Unix(), identity.Window)
+			"signed at %d, %d s %s this control plane's clock (%d); a signature is good for %s either way: check the host's clock",
+			s.Timestamp, off, side, now.Unix(), identity.Window)
 	}
 	if p.cfg.Audience != "" && s.Audience != p.cfg.Audience {
 		return ErrWrongAudience, fmt.Sprintf("signed for %q; this control plane is %q", s.Audience, p.cfg.Audience)

@@ -24,7 +24,9 @@ func (p *Plane) onAck(now time.Time, e Ack) {
 	if !ok {
 		return
 	}
-	if by != nil && a.WorkerID != "" && !p.actsFor(e.Req, by, a.WorkerID, "ack of "+a.InvocationID) {
+	// The worker an ack names must be its sender's: a key's, or for a
+	// bearer, a worker without a key.
+	if a.WorkerID != "" && !p.actsFor(e.Req, by, a.WorkerID, "ack of invocation "+a.InvocationID) {
 		return
 	}
 	if cmdID, ok := wire.SetupCommandID(a.InvocationID); ok {
