@@ -20,7 +20,8 @@ type adminRoute struct {
 }
 
 // adminRouteTable is the operator API but its logs route, which the store
-// finishes (logs).
+// finishes (logs), and token minting, which draws the token's secret
+// (createToken).
 var adminRouteTable = [...]adminRoute{
 	{"GET", operator.PathWorkers, fromPath(func(string) plane.Request { return plane.ListWorkers{} })},
 	{"GET", operator.PathWorker, fromPath(func(id string) plane.Request { return plane.GetWorker{WorkerID: id} })},
@@ -41,6 +42,8 @@ var adminRouteTable = [...]adminRoute{
 	{"POST", operator.PathRotateKey, fromPath(func(id string) plane.Request { return plane.EnqueueRotateKey{WorkerID: id} })},
 	{"POST", operator.PathInvocations, fromJSON(func(_ string, b operator.RunRequest) plane.Request { return plane.EnqueueRun{Body: b} })},
 	{"POST", operator.PathKill, fromPath(func(id string) plane.Request { return plane.Kill{InvocationID: id} })},
+	{"POST", operator.PathRevokeKey, fromPath(func(id string) plane.Request { return plane.RevokeKey{WorkerID: id} })},
+	{"GET", operator.PathTokens, fromPath(func(string) plane.Request { return plane.ListTokens{} })},
 }
 
 // fromPath makes a route's request from its path alone; a POST's body is
@@ -66,6 +69,7 @@ func (s *Server) adminRoutes(m *http.ServeMux) {
 		m.HandleFunc(rt.method+" "+rt.pattern, s.admin(s.adminHandler(rt)))
 	}
 	m.HandleFunc("GET "+operator.PathExecLogs, s.admin(s.logs))
+	m.HandleFunc("POST "+operator.PathTokens, s.admin(s.createToken))
 }
 
 // adminHandler serves one route of adminRouteTable.
@@ -115,6 +119,11 @@ func (s *Server) finishAdmin(w http.ResponseWriter, r *http.Request, req plane.R
 		}
 		return
 	}
+	s.finishedAdmin(w, rep)
+}
+
+// finishedAdmin writes the plane's answer to an operator request.
+func (s *Server) finishedAdmin(w http.ResponseWriter, rep *plane.Reply) {
 	if e, ok := rep.Body.(plane.ErrorBody); ok { // loop-level failures
 		adminError(w, rep.Status, e.Error)
 		return
