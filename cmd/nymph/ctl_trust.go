@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nymphd/nymph/cmd/nymph/internal/termtext"
+	"github.com/nymphd/nymph/wirecore/operator"
+)
+
+// The verbs of per-host trust: minting join tokens, listing them, and a
+// worker's key rotated or revoked.
+
+// tagFlags collects repeated --tag k=v.
+type tagFlags []string
+
+func (t *tagFlags) String() string { return strings.Join(*t, ",") }
+
+func (t *tagFlags) Set(v string) error {
+	if k, _, ok := strings.Cut(v, "="); !ok || k == "" {
+		return fmt.Errorf("want k=v, got %q", v)
+	}
+	*t = append(*t, v)
+	return nil
+}
+
+// ctlToken mints a join token and prints exactly the join line on
+// stdout, so that it can be piped or copied whole; the expiry goes to
+// stderr.
+func ctlToken(ctx context.Context, c *ctlRun, args []string) int {
+	fs := c.flags("token")
+	ttl := fs.Duration("ttl", 15*time.Minute, "how long the token redeems")
+	queue := fs.String("queue", "", "a queue the joined worker serves, whatever its own config says")
+	var tags tagFlags
+	fs.Var(&tags, "tag", "a k=v tag the joined worker carries, whatever its own config says (repeatable)")
+	if _, _, st := c.prepare("token", fs, args, 0, false); st >= 0 {
+		return st
+	}
+	if *ttl <= 0 {
+		return c.usageErr("token", "--ttl %s: must be positive", *ttl)
+	}
+	created, err := c.client.CreateToken(ctx, operator.TokenRequest{TTLS: ttl.Seconds(), Queue: *queue, Tags: tags})
+	if err != nil {
+		return c.fail(err)
+	}
+	termtext.Fprintf(c.env.stdout, "%s\n", created.JoinCommand)
+	termtext.Fprintf(c.env.stderr, "token %s expires at %s (in %s); it enrols one host\n",
+		created.ID, created.ExpiresAt.UTC().Format(time.RFC3339), time.Until(created.ExpiresAt).Round(time.Second))
+	return 0
+}
+
+// ctlTokens lists the minted tokens, never their secrets.
+func ctlTokens(ctx context.Context, c *ctlRun, args []string) int {
+	fs := c.flags("tokens")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, _, st := c.prepare("tokens", fs, args, 0, false); st >= 0 {
+		return st
+	}
+	list, err := c.client.ListTokens(ctx)
+	return printList(c, list, err, *asJSON, writeTokens)
+}
+
+// writeTokens prints tokens as a table, oldest first.
+func writeTokens(w io.Writer, list []operator.Token, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tQUEUE\tTAGS\tEXPIRES\tWORKER")
+	for _, t := range list {
+		expires := t.ExpiresAt.UTC().Format(time.RFC3339)
+		if t.State == operator.TokenUnused {
+			expires += " (in " + t.ExpiresAt.Sub(now).Round(time.Second).String() + ")"
+		}
+		termtext.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.State, dash(t.Queue), dash(strings.Join(t.Tags, ",")), expires, dash(t.WorkerID))
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// ctlRotateKey queues a rotate_key: the worker's daemon makes a new key
+// and posts it, signed by the old one.
+func ctlRotateKey(ctx context.Context, c *ctlRun, args []string) int {
+	fs := c.flags("rotate-key")
+	pos, _, st := c.prepare("rotate-key", fs, args, 1, false)
+	if st >= 0 {
+		return st
+	}
+	worker, st := c.worker(ctx, pos[0])
+	if st >= 0 {
+		return st
+	}
+	acc, err := c.client.RotateKey(ctx, worker)
+	return c.accepted(acc, err, "rotate_key")
+}
+
+// ctlRevoke revokes a worker's key at once: its daemon is refused with
+// key_revoked and stops; its host joins again only with a new token.
+func ctlRevoke(ctx context.Context, c *ctlRun, args []string) int {
+	fs := c.flags("revoke")
+	pos, _, st := c.prepare("revoke", fs, args, 1, false)
+	if st >= 0 {
+		return st
+	}
+	worker, st := c.worker(ctx, pos[0])
+	if st >= 0 {
+		return st
+	}
+	rev, err := c.client.RevokeKey(ctx, worker)
+	if err != nil {
+		return c.fail(err)
+	}
+	termtext.Fprintf(c.env.stdout, "revoked %s of worker %s; its host joins again with a new token (nymph ctl token)\n",
+		strings.Join(rev.KeyIDs, " and "), rev.WorkerID)
+	return 0
+}
