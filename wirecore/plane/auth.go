@@ -221,8 +221,11 @@ func (p *Plane) actsFor(req RequestID, by *worker, targetID, what string) bool {
 		return false
 	}
 	if t := p.workers[targetID]; t != nil && t.keyed() {
-		p.refuse(req, ErrSignatureRequired, fmt.Sprintf(
-			"worker %s has an enrolled key: the %s must be signed by it", targetID, what))
+		msg := fmt.Sprintf("worker %s has an enrolled key: the %s must be signed by it", targetID, what)
+		if t.rec.KeyRevoked {
+			msg = fmt.Sprintf("the key of worker %s was revoked: the %s must be signed, by a key its host joins with again (nymph ctl token)", targetID, what)
+		}
+		p.refuse(req, ErrSignatureRequired, msg)
 		return false
 	}
 	return true

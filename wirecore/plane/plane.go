@@ -51,6 +51,10 @@ type Config struct {
 	// not: once every host has joined with a token, the shared bearer
 	// admits nobody.
 	RequireSignatures bool
+	// MaxNonces bounds the nonces of signed requests the plane remembers
+	// inside the window (zero: identity.DefaultMaxNonces); past it a
+	// signed request is refused 503 nonce_memory_full.
+	MaxNonces int
 }
 
 // DefaultMaxWorkers is Config.MaxWorkers when it is not positive.
@@ -199,6 +203,7 @@ func Restore(cfg Config, snap Snapshot, now time.Time) (*Plane, error) {
 		revoked:     make(map[string]string),
 		tokens:      make(map[string]*TokenRecord, len(snap.Tokens)),
 		tokenByHash: make(map[string]*TokenRecord, len(snap.Tokens)),
+		nonces:      identity.NonceMemory{Max: cfg.MaxNonces},
 	}
 	ws := slices.Clone(snap.Workers)
 	slices.SortFunc(ws, func(a, b WorkerRecord) int {
