@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"math"
@@ -22,6 +23,7 @@ import (
 	"github.com/tinylib/msgp/msgp"
 	"github.com/vmihailenco/msgpack/v5"
 
+	"github.com/nymphd/nymph/hostio/tlsca"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
 
@@ -273,6 +275,9 @@ func catalogue(t *testing.T, h *catalogueHost) []badRequest {
 type catalogueHost struct {
 	dir          string
 	addr         string
+	caFile       string       // serve's DATA-DIR/tls/ca.crt
+	tls          *tls.Config  // verifies serve by it, for connections written by hand
+	httpc        *http.Client // and for requests net/http writes
 	daemonToken  string
 	adminTokenFn string
 	servePid     int
@@ -299,12 +304,21 @@ retry_max_s = 0.5
 `, 0o600)
 	h.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(freeLoopbackPort(t)))
 
+	h.caFile = filepath.Join(dir, "data", "tls", tlsca.CAFile)
+
 	h.servePid, h.serveExited = h.start(t, "serve.log", "serve", "--listen", h.addr, "--data-dir", filepath.Join(dir, "data"),
 		"--token-file", filepath.Join(dir, "daemon.token"), "--admin-token-file", h.adminTokenFn)
-	waitHealthy(t, "http://"+h.addr+"/healthz")
+	waitHealthy(t, "https://"+h.addr+"/healthz", h.caFile)
+	cfg, err := tlsca.ClientConfig(h.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ServerName = "127.0.0.1"
+	h.tls = cfg
+	h.httpc = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
 
-	h.start(t, "daemon.log", "daemon", "--config", filepath.Join(dir, "daemon.toml"),
-		"--server", "http://"+h.addr, "--token-file", filepath.Join(dir, "daemon.token"), "--workdir", filepath.Join(dir, "work"))
+	h.start(t, "daemon.log", "daemon", "--config", filepath.Join(dir, "daemon.toml"), "--server", "https://"+h.addr,
+		"--ca-file", h.caFile, "--token-file", filepath.Join(dir, "daemon.token"), "--workdir", filepath.Join(dir, "work"))
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -345,7 +359,7 @@ func (h *catalogueHost) start(t *testing.T, logName string, args ...string) (pid
 
 func (h *catalogueHost) ctl(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "nymph"), append([]string{"ctl"}, args...)...)
-	cmd.Env = append(os.Environ(), "NYMPH_SERVER=http://"+h.addr, "NYMPH_ADMIN_TOKEN_FILE="+h.adminTokenFn)
+	cmd.Env = append(os.Environ(), "NYMPH_SERVER=https://"+h.addr, "NYMPH_CA_FILE="+h.caFile, "NYMPH_ADMIN_TOKEN_FILE="+h.adminTokenFn)
 	return cmd
 }
 
@@ -358,8 +372,7 @@ func (h *catalogueHost) checkAlive(t *testing.T) {
 		t.Fatalf("serve exited; its log:\n%s", readLog(h.dir, "serve.log"))
 	default:
 	}
-	client := &http.Client{Timeout: 5 * time.Second}
-	resp, err := client.Get("http://" + h.addr + "/healthz")
+	resp, err := h.httpc.Get("https://" + h.addr + "/healthz")
 	if err != nil {
 		t.Fatalf("serve's health check: %v", err)
 	}
@@ -377,13 +390,14 @@ type exchangeResult struct {
 	err     error
 }
 
-// roundTrip sends c over a connection of its own, written by hand so
-// that its headers, framing and pace are exactly the catalogue's, and
-// reads the answer while the request is still being written (serve may
-// answer a body it refuses before the client is done sending it).
+// roundTrip sends c over a TLS connection of its own (HTTP/1.1), written
+// by hand so that its headers, framing and pace are exactly the
+// catalogue's, and reads the answer while the request is still being
+// written (serve may answer a body it refuses before the client is done
+// sending it).
 func (h *catalogueHost) roundTrip(c badRequest) exchangeResult {
 	start := time.Now()
-	conn, err := net.DialTimeout("tcp", h.addr, 5*time.Second)
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", h.addr, h.tls)
 	if err != nil {
 		return exchangeResult{err: err}
 	}
@@ -418,9 +432,11 @@ func (h *catalogueHost) roundTrip(c badRequest) exchangeResult {
 	return exchangeResult{status: resp.StatusCode, body: body, elapsed: elapsed}
 }
 
-// idleConnections opens n connections that never send a byte, checks
-// that serve still answers while they are open, and that it closes each
-// of them once the header timeout has passed.
+// idleConnections opens n connections that never send a request — half
+// never send a byte (no TLS handshake), half finish the handshake and
+// send nothing more — checks that serve still answers while they are
+// open, and that it closes each of them once the header timeout (which
+// also bounds the handshake) has passed.
 func (h *catalogueHost) idleConnections(t *testing.T, n int) {
 	conns := make([]net.Conn, 0, n)
 	defer func() {
@@ -429,8 +445,14 @@ func (h *catalogueHost) idleConnections(t *testing.T, n int) {
 		}
 	}()
 	start := time.Now()
-	for range n {
-		c, err := net.DialTimeout("tcp", h.addr, 5*time.Second)
+	for i := range n {
+		var c net.Conn
+		var err error
+		if i%2 == 0 {
+			c, err = net.DialTimeout("tcp", h.addr, 5*time.Second)
+		} else {
+			c, err = tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", h.addr, h.tls)
+		}
 		if err != nil {
 			t.Fatalf("connection %d of %d: %v", len(conns)+1, n, err)
 		}
@@ -485,14 +507,14 @@ func (h *catalogueHost) hello(t *testing.T, machineID string) string {
 }
 
 func (h *catalogueHost) post(path string, body []byte) (int, []byte, error) {
-	req, err := http.NewRequest(http.MethodPost, "http://"+h.addr+path, bytes.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, "https://"+h.addr+path, bytes.NewReader(body))
 	if err != nil {
 		return 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/x-msgpack")
 	req.Header.Set("Accept", "application/x-msgpack")
 	req.Header.Set("Authorization", "Bearer "+h.daemonToken)
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	resp, err := h.httpc.Do(req)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -751,14 +773,19 @@ func freeLoopbackPort(t *testing.T) int {
 	return port
 }
 
-func waitHealthy(t *testing.T, url string) {
+// waitHealthy waits until url answers 200, verified by the CA in caFile
+// (which serve writes before it listens).
+func waitHealthy(t *testing.T, url, caFile string) {
 	t.Helper()
 	deadline := time.Now().Add(waitDeadline)
 	for time.Now().Before(deadline) {
-		if resp, err := http.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
+		if cfg, err := tlsca.ClientConfig(caFile); err == nil {
+			hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
+			if resp, err := hc.Get(url); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					return
+				}
 			}
 		}
 		time.Sleep(20 * time.Millisecond)

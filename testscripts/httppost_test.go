@@ -23,7 +23,8 @@ import (
 //
 // -msgpack reads FILE as JSON and sends it msgpack-encoded (a map with
 // string keys, as protocol "1" wants); -size sends N bytes of 'a' instead
-// of a file; without either, FILE's bytes are sent as they are.
+// of a file; without either, FILE's bytes are sent as they are. An https
+// URL is verified by $NYMPH_CA_FILE, as waitfor's.
 func cmdHTTPPost(ts *testscript.TestScript, neg bool, args []string) {
 	fs := flag.NewFlagSet("httppost", flag.ContinueOnError)
 	bearer := fs.String("bearer", "", "file holding the bearer token")
@@ -64,7 +65,9 @@ func cmdHTTPPost(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Check(err)
 		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
 	}
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	hc, err := scriptClient(ts, fs.Arg(0), 30*time.Second)
+	ts.Check(err)
+	resp, err := hc.Do(req)
 	ts.Check(err)
 	defer resp.Body.Close()
 	answer, err := io.ReadAll(resp.Body)

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nymphd/nymph/hostio/tlsca"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
@@ -78,9 +79,12 @@ func TestScripts(t *testing.T) {
 // waitDeadline bounds every readiness wait; a wait that needs longer is a bug.
 const waitDeadline = 60 * time.Second
 
-// cmdWaitFor waits until a URL answers 2xx (http://…) or a file exists.
+// cmdWaitFor waits until a URL answers 2xx (http:// or https://) or a
+// file exists. An https server is verified as nymph ctl verifies it: by
+// the CA file $NYMPH_CA_FILE names (which serve writes before it
+// listens), else by the system's roots.
 //
-//	waitfor http://127.0.0.1:$PORT/healthz
+//	waitfor https://127.0.0.1:$PORT/healthz
 //	waitfor $WORK/relay.ready
 func cmdWaitFor(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) != 1 {
@@ -88,8 +92,13 @@ func cmdWaitFor(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	target := args[0]
 	ok := func() bool {
-		if strings.HasPrefix(target, "http://") {
-			resp, err := http.Get(target)
+		if strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://") {
+			hc, err := scriptClient(ts, target, 5*time.Second)
+			if err != nil {
+				return false
+			}
+			defer hc.CloseIdleConnections()
+			resp, err := hc.Get(target)
 			if err != nil {
 				return false
 			}
@@ -100,6 +109,24 @@ func cmdWaitFor(ts *testscript.TestScript, neg bool, args []string) {
 		return err == nil
 	}
 	poll(ts, neg, "waitfor "+target, ok)
+}
+
+// scriptClient is an HTTP client for url that verifies an https server by
+// the script's $NYMPH_CA_FILE (the system's roots when it is unset), at
+// TLS 1.3, as every nymph client does.
+func scriptClient(ts *testscript.TestScript, url string, timeout time.Duration) (*http.Client, error) {
+	if !strings.HasPrefix(url, "https://") {
+		return &http.Client{Timeout: timeout}, nil
+	}
+	caFile := ts.Getenv("NYMPH_CA_FILE")
+	if caFile != "" {
+		caFile = ts.MkAbs(caFile)
+	}
+	cfg, err := tlsca.ClientConfig(caFile)
+	if err != nil {
+		return nil, err
+	}
+	return &http.Client{Timeout: timeout, Transport: &http.Transport{TLSClientConfig: cfg}}, nil
 }
 
 // cmdWaitMatch waits until FILE contains a line matching REGEX [COUNT times].
