@@ -18,7 +18,8 @@
 //   - fifoclient: the FIFO relay transport, the daemon's side. daemon.
 //   - hostprobe: what host the daemon runs on (versions; SLURM, Kubernetes,
 //     AWS, GCP or local). daemon.
-//   - httpclient: the direct HTTP transport, and the no-redirect rule.
+//   - httpclient: the direct HTTP transport (TLS through tlsca), and the
+//     no-redirect rule.
 //     daemon; ctl and dev through opclient.
 //   - instancelock: one process per directory (flock), the holder named
 //     in the refusal. daemon (its state directory), relay (its prefix).
@@ -41,6 +42,10 @@
 //   - spoolclient: the spool-directory relay transport, the daemon's side.
 //     daemon.
 //   - sqlstore: serve's SQLite store. serve.
+//   - tlsca: serve's CA and server certificate in its data directory, and
+//     the TLS configurations that verify serve: by a CA file, the system's
+//     roots, or a join token's pinned fingerprint. serve; daemon, relay,
+//     ctl and dev through httpclient, opclient and the relay's upstream.
 //   - transport: the request, response and Transport every daemon
 //     transport shares. daemon.
 //
