@@ -42,6 +42,10 @@ func ctlCommands() map[string]ctlCommand {
 		"logs":        {"logs EXEC_ID [--follow]", "print an exec's streamed output", ctlLogs},
 		"wait":        {"wait WORKER [--state S] [--timeout D]", "wait until a worker is registered (and in state S)", ctlWait},
 		"ca":          {"ca [--pem]", "show the CA the server was verified by (--pem: its certificate, to keep as a CA file)", ctlCA},
+		"token":       {"token [--ttl 15m] [--queue Q] [--tag K=V]...", "mint a join token and print the line that joins a host with it", ctlToken},
+		"tokens":      {"tokens [--json]", "list join tokens (never their secrets)", ctlTokens},
+		"rotate-key":  {"rotate-key WORKER", "have a worker replace its key", ctlRotateKey},
+		"revoke":      {"revoke WORKER", "revoke a worker's key: its daemon stops, and its host joins again only with a new token", ctlRevoke},
 	}
 }
 
