@@ -150,9 +150,19 @@ func (s *Server) decoded(what string, limit int64, request bodyRequest) daemonHa
 			writeError(w, http.StatusBadRequest, asJSON, "malformed "+what+": "+err.Error())
 			return
 		}
-		a.Req = identity.NewRequest(r.Method, r.URL.Path, body)
+		a.Req = identity.NewRequest(r.Method, s.signedPath(r), body)
 		s.finish(w, r, asJSON, req.Authed(a))
 	}
+}
+
+// signedPath is the path a daemon signed r over: the route's path as
+// sent, or for a log chunk the path of the stdout_url serve handed out
+// (the public URL's path, which a proxy strips, before the route's).
+func (s *Server) signedPath(r *http.Request) string {
+	if r.Pattern == "POST "+wire.PatternExecChunk {
+		return s.chunkPathPrefix + r.URL.EscapedPath()
+	}
+	return r.URL.EscapedPath()
 }
 
 // helloRequest reads a hello body: the first required key it lacks (then
@@ -219,7 +229,7 @@ func (s *Server) presign(w http.ResponseWriter, r *http.Request, asJSON bool, a 
 	if !ok {
 		return
 	}
-	a.Req = identity.NewRequest(r.Method, r.URL.Path, body)
+	a.Req = identity.NewRequest(r.Method, s.signedPath(r), body)
 	if !s.authenticated(w, r, asJSON, a) {
 		return
 	}

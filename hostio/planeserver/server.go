@@ -120,6 +120,10 @@ type Server struct {
 	largeBodyFreed atomic.Bool
 	// enrolls counts enrolling hellos per peer.
 	enrolls enrollLimiter
+	// chunkPathPrefix is the public URL's path: a log chunk is signed over
+	// the path of the stdout_url handed out, which a proxy in front of
+	// serve strips.
+	chunkPathPrefix string
 }
 
 // New loads the store and rebuilds the plane from it.
@@ -139,7 +143,8 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	cfg.Plane.ChunkURLBase = strings.TrimRight(public.String(), "/")
 	if cfg.Audience == "" {
-		cfg.Audience = (&url.URL{Scheme: public.Scheme, Host: public.Host}).String()
+		// As a daemon's signer names it: scheme://host[:port], lowercased.
+		cfg.Audience = strings.ToLower(public.Scheme + "://" + public.Host)
 	}
 	cfg.Plane.Audience = cfg.Audience
 	cfg.Plane.RequireSignatures = cfg.RequireSignatures
@@ -167,6 +172,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		stop: make(chan struct{}),
 	}
 	s.largeBodies = make(chan struct{}, cfg.MaxLargeBodies)
+	s.chunkPathPrefix = strings.TrimRight(public.EscapedPath(), "/")
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

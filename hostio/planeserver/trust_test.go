@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -97,7 +98,7 @@ func mintToken(ts *testServer, in operator.TokenRequest) identity.JoinToken {
 	if err != nil || tok.Fingerprint != testCA {
 		ts.t.Fatalf("minted %q: %v", out.Token, err)
 	}
-	if want := "nymph daemon join --server " + ts.http.URL + " --token " + out.Token; out.JoinCommand != want {
+	if want := "nymph daemon join --server " + ts.srv.cfg.PublicURL + " --token " + out.Token; out.JoinCommand != want {
 		ts.t.Fatalf("join command %q, want %q", out.JoinCommand, want)
 	}
 	return tok
@@ -115,8 +116,11 @@ func errorOf(t *testing.T, b []byte) plane.ErrorBody {
 	return e
 }
 
-func trustServer(t *testing.T, log *testkit.SyncBuffer) *testServer {
+func trustServer(t *testing.T, log *testkit.SyncBuffer, tweaks ...func(*Config)) *testServer {
 	return newTestServer(t, nil, func(c *Config) {
+		for _, f := range tweaks {
+			f(c)
+		}
 		c.CAFingerprint = testCA
 		if log != nil {
 			c.Log = slog.New(slog.NewTextHandler(log, nil))
@@ -297,5 +301,34 @@ func TestPresignVerifiesSignature(t *testing.T) {
 	st, b := ts.do(h.request(wire.PathPresign("ns"), body, stranger))
 	if e := errorOf(t, b); st != 401 || e.Error != plane.ErrUnknownKey {
 		t.Fatalf("presign signed by a stranger: %d %+v", st, e)
+	}
+}
+
+// A log chunk is signed over the path of the stdout_url serve handed out;
+// behind a proxy that strips the public URL's path, serve sees the route
+// alone and still verifies it.
+func TestChunkSignedOverItsSinkPath(t *testing.T) {
+	ts := trustServer(t, nil, func(c *Config) { c.PublicURL += "/nymph" })
+	h := newHost(ts, "m1")
+	w := h.join()
+	var acc operator.ExecAccepted
+	if st := ts.admin("POST", strings.Replace(operator.PathExec, "{id}", w, 1), operator.ExecRequest{Command: "true", Stream: true}, &acc); st != 200 {
+		t.Fatalf("exec: %d", st)
+	}
+	poll, _ := (&wire.PollRequest{WorkerID: w}).MarshalMsg(nil)
+	st, b := ts.do(h.request(wire.PathPoll, poll, h.key))
+	var resp wire.PollResponse
+	if _, err := resp.UnmarshalMsg(b); err != nil || st != 200 || len(resp.Commands) != 1 {
+		t.Fatalf("poll: %d %v", st, err)
+	}
+	exec := wire.Dispatch(resp.Commands[0]).(wire.ExecCommand).Body
+	sink, err := url.Parse(exec.Log.StdoutURL)
+	if err != nil || !strings.HasPrefix(sink.Path, "/nymph/") {
+		t.Fatalf("stdout_url %q: %v", exec.Log.StdoutURL, err)
+	}
+	req := h.request(sink.Path, []byte("out"), h.key)
+	req.URL.Path = strings.TrimPrefix(sink.Path, "/nymph") // as the proxy passes it on
+	if st, b := ts.do(req); st != 200 {
+		t.Fatalf("chunk: %d %+v", st, errorOf(t, b))
 	}
 }

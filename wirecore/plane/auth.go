@@ -51,7 +51,7 @@ const (
 	ErrUnknownKey = "unknown_key"
 	// ErrKeyRevoked (401): an operator revoked the key that signed. A
 	// daemon stops on it: only a new join token brings its host back.
-	ErrKeyRevoked = "key_revoked"
+	ErrKeyRevoked = wire.ErrKeyRevoked
 	// ErrSignatureExpired (401): the timestamp is more than
 	// identity.Window from the control plane's clock.
 	ErrSignatureExpired = "signature_expired"
