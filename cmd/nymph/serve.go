@@ -83,7 +83,8 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 		return 2
 	}
 	if *dataDir == "" || flags.NArg() > 0 {
-		fmt.Fprintln(env.stderr, "usage: nymph serve --data-dir DIR [--listen ADDR] [--token-file F] [--admin-token-file F] [--store sqlite|memory]")
+		fmt.Fprintln(env.stderr, "usage: nymph serve --data-dir DIR [--listen ADDR] [--san HOST]... [--insecure-http] [--token-file F] [--admin-token-file F] [--store sqlite|memory]")
+		fmt.Fprintln(env.stderr, "       nymph serve status --data-dir DIR")
 		return 2
 	}
 	level := slog.LevelInfo
@@ -227,6 +228,8 @@ func serve(ctx context.Context, env *cliEnv, log *slog.Logger, o serveOptions) e
 	base := o.publicURL
 	if base == "" {
 		base = scheme + "://" + ln.Addr().String()
+	} else if authority != nil && strings.HasPrefix(base, "http://") {
+		log.Warn("--public-url is plain http but serve speaks TLS: the URLs it hands daemons (log chunks, payloads) will not reach it unless something in front terminates TLS", "public_url", base)
 	}
 	blobs, err := blobstore.Open(o.dataDir, base, blobstore.Options{Log: log})
 	if err != nil {

@@ -184,7 +184,7 @@ func Explain(err error) error {
 	var invalid x509.CertificateInvalidError
 	switch {
 	case errors.As(err, &unknown):
-		return &UntrustedError{Err: err, Hint: "the server's certificate is not signed by a CA this client trusts: pass --ca-file with the CA nymph serve printed at start (DATA-DIR/tls/" + CAFile + "; `nymph serve status --data-dir DATA-DIR` shows it)"}
+		return &UntrustedError{Err: err, Hint: "the server's certificate is not signed by a CA this client trusts: pass --ca-file with the CA nymph serve printed at start (DATA-DIR/tls/" + CAFile + "; `nymph serve status --data-dir DATA-DIR` shows it), or set NYMPH_CA_FILE or the daemon's [server] ca_file to it"}
 	case errors.As(err, &host):
 		return &UntrustedError{Err: err, Hint: fmt.Sprintf("the server's certificate does not name %s: dial it by a name it has (`nymph serve status` lists them) or start serve with --san %s", host.Host, host.Host)}
 	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
