@@ -49,6 +49,7 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 		return nil
 	})
 	insecureHTTP := flags.Bool("insecure-http", false, "serve plain HTTP instead of TLS; only on a loopback --listen")
+	requireSigs := flags.Bool("require-signatures", false, "refuse every unsigned daemon request, bearer or not: turn it on once every host joined with a token")
 	trustRelays := flags.Bool("trust-relay-daemons", false, "accept a daemon request that carries a valid relay token and no daemon bearer (a relay frame without headers, as daemons of protocol \"1\" write) as that of a daemon holding the bearer")
 	target := flags.String("target-version", "", "nymph version every daemon should run (sent as target_nymph_version)")
 	retain := flags.Duration("retain", 24*time.Hour, "how long finished execs (with their logs) and invocations are kept; 0 keeps them forever")
@@ -96,7 +97,7 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 		listen: *listen, dataDir: *dataDir, tokenFile: *tokenFile, relayTokenFile: *relayTokenFile,
 		adminFile: *adminFile, store: *storeKind, publicURL: *publicURL, target: *target, retain: *retain,
 		trustRelayDaemons: *trustRelays, maxWorkers: *maxWorkers, maxLargeBodies: *maxLargeBodies, insecureOpen: *insecureOpen,
-		sans: sans, insecureHTTP: *insecureHTTP,
+		sans: sans, insecureHTTP: *insecureHTTP, requireSignatures: *requireSigs,
 	}); err != nil {
 		fmt.Fprintf(env.stderr, "nymph serve: %v\n", err)
 		return 1
@@ -117,6 +118,8 @@ type serveOptions struct {
 	// serves plain HTTP (loopback only) instead.
 	sans         []string
 	insecureHTTP bool
+	// requireSignatures is planeserver.Config.RequireSignatures.
+	requireSignatures bool
 }
 
 // listenIsLoopback reports whether a --listen address is reachable from
@@ -150,13 +153,14 @@ func plainListenRefusal(addr string) string {
 func tlsDir(dataDir string) string { return filepath.Join(dataDir, "tls") }
 
 // certNames are the names serve's certificate must hold: the --listen
-// host (this host's name too when it listens on every interface), the
-// --public-url host and every --san; tlsca adds loopback.
+// host (this host's name instead when it listens on every interface, if a
+// certificate can name it), the --public-url host and every --san; tlsca
+// adds loopback.
 func certNames(listen, publicURL string, sans []string) []string {
 	var names []string
 	if host, _, err := net.SplitHostPort(listen); err == nil {
 		if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
-			if h, err := os.Hostname(); err == nil {
+			if h, err := os.Hostname(); err == nil && tlsca.ValidName(h) {
 				names = append(names, h)
 			}
 		} else {
@@ -238,12 +242,17 @@ func serve(ctx context.Context, env *cliEnv, log *slog.Logger, o serveOptions) e
 	}
 	defer blobs.Close()
 
+	var caFingerprint string // no TLS, no CA for a join token to pin
+	if authority != nil {
+		caFingerprint = authority.Fingerprint()
+	}
 	srv, err := planeserver.New(ctx, planeserver.Config{
 		Store: store, Blobs: blobs,
 		DaemonToken: daemonTok, RelayToken: relayTok, AdminToken: adminTok,
-		PublicURL: base, TrustRelayDaemons: o.trustRelayDaemons, MaxLargeBodies: o.maxLargeBodies,
-		Plane: plane.Config{Entropy: rand.Reader, TargetVersion: o.target, Retain: o.retain, MaxWorkers: o.maxWorkers},
-		Log:   log,
+		PublicURL: base, TrustRelayDaemons: o.trustRelayDaemons, MaxLargeBodies: o.maxLargeBodies, CAFingerprint: caFingerprint,
+		RequireSignatures: o.requireSignatures,
+		Plane:             plane.Config{Entropy: rand.Reader, TargetVersion: o.target, Retain: o.retain, MaxWorkers: o.maxWorkers},
+		Log:               log,
 	})
 	if err != nil {
 		ln.Close()

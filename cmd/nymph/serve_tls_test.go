@@ -48,6 +48,10 @@ func TestServeTLSAndCtlCA(t *testing.T) {
 	if code, _, errText := runCtlWith(t, env, "workers"); code != 0 {
 		t.Errorf("ctl workers: exit %d, %s", code, errText)
 	}
+	// A join token pins this CA.
+	if code, out, errText := runCtlWith(t, env, "token"); code != 0 || !strings.Contains(out, "."+a.Fingerprint()) {
+		t.Errorf("ctl token: exit %d, %q %q, want a token pinning %s", code, out, errText, a.Fingerprint())
+	}
 
 	// Without the CA file the system's roots refuse serve's certificate,
 	// and ctl says what to pass.

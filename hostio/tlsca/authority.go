@@ -346,6 +346,13 @@ func parseNames(in []string) (names, error) {
 	return n, nil
 }
 
+// ValidName reports whether s can be a name of a server certificate: an
+// IP address, or a host name of letters, digits, '-' and '.'.
+func ValidName(s string) bool {
+	s = strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(s), "["), "]")
+	return net.ParseIP(s) != nil || validDNSName(strings.ToLower(strings.TrimSuffix(s, ".")))
+}
+
 // validDNSName accepts letters, digits, '-', '.', and a leading "*." for
 // a wildcard, which is what a certificate may name.
 func validDNSName(s string) bool {

@@ -366,6 +366,14 @@ func TestTamperedFiles(t *testing.T) {
 			t.Errorf("Load of an empty dir: %v", err)
 		}
 	})
+	t.Run("ValidName", func(t *testing.T) {
+		for name, want := range map[string]bool{"plane.example": true, "[::1]": true, "10.0.0.1": true, "Host-1.": true,
+			"under_score": false, "": false, "-a": false, "a..b": false} {
+			if got := ValidName(name); got != want {
+				t.Errorf("ValidName(%q) = %v", name, got)
+			}
+		}
+	})
 	t.Run("a bad SAN", func(t *testing.T) {
 		if _, err := Ensure(tlsDir(t), []string{"bad name!"}, start); err == nil {
 			t.Error("accepted")
