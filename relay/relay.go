@@ -6,7 +6,10 @@
 // read (one non-blocking fd in Go's poller per pipe, one parked goroutine),
 // which frames are forwarded (the allow-list of package policy), what
 // carries them upstream (internal/inlinehttp on the pump's own goroutine for
-// a cleartext upstream, net/http's HTTP/2 client for https or a proxy), how
+// a cleartext upstream, net/http's HTTP/2 client for https or a proxy), that
+// an https upstream is verified (TLS 1.3, by the CA file or the system's
+// roots: hostio/tlsca), what it tells the daemons behind it of that
+// upstream (PREFIX/relay-upstream.json, wire.RelayUpstream), how
 // replies are addressed (by request id when the frame carries one, raw
 // otherwise), and how it shuts down (stop reading, a grace for requests in
 // flight, 503 for the rest).
