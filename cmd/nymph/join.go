@@ -124,9 +124,10 @@ func planJoin(env *cliEnv, flags *daemonconfig.Flags) (*joinPlan, error) {
 	if p.cfg.Identity.KeyFile == "" {
 		p.cfg.Identity.KeyFile = keyPathBeside(p.configPath)
 	}
-	if p.cfg.Server.CAFile == "" {
-		p.cfg.Server.CAFile = filepath.Join(filepath.Dir(p.configPath), tlsca.CAFile)
-	}
+	// The CA the pin verified is kept beside the config, whatever CA file
+	// the flags or environment named: the join trusts that one alone, and
+	// must not overwrite a file it did not make.
+	p.cfg.Server.CAFile = filepath.Join(filepath.Dir(p.configPath), tlsca.CAFile)
 	return p, nil
 }
 
