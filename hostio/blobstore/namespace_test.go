@@ -159,6 +159,12 @@ func newPlaneFixture(t *testing.T) *planeFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The loop answers every daemon route, presign included: it is the
+	// plane core that checks a request's credentials.
+	ctx, cancel := context.WithCancel(context.Background())
+	loopDone := make(chan error, 1)
+	go func() { loopDone <- srv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-loopDone })
 	hs.Config.Handler = srv.Handler()
 	hs.Start()
 	t.Cleanup(hs.Close)
