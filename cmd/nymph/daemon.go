@@ -107,7 +107,7 @@ func daemonMain(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, log *
 		tr = id.signer
 		log.Info("requests are signed with the host key", "key_id", id.signer.KeyID(), "key_file", id.path)
 	}
-	mcfg, probeEnv := hostMachine(ctx, env, cfg, tr.CanWithdraw(), log)
+	mcfg, probeEnv := hostMachine(ctx, env, cfg, !tr.CanWithdraw(), log)
 	if id != nil {
 		pub := id.signer.PublicKey()
 		mcfg.PublicKey = &pub
