@@ -30,6 +30,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nymphd/nymph/hostio/instancelock"
 	"github.com/nymphd/nymph/hostio/tlsca"
 	"github.com/nymphd/nymph/relay/policy"
 	"github.com/nymphd/nymph/relay/token"
@@ -226,6 +227,13 @@ func (rl *Relay) Ready() <-chan struct{} { return rl.ready }
 // the rest gets a 503. It returns nil after a clean shutdown.
 func (rl *Relay) Run(ctx context.Context) error {
 	defer rl.root.close()
+	// One relay per prefix: two would both read each request pipe, and a
+	// frame would go to whichever read first, its reply to the other.
+	lock, err := instancelock.Acquire(rl.cfg.Prefix, "relay prefix", "give this relay another --prefix")
+	if err != nil {
+		return fmt.Errorf("relay: %w", err)
+	}
+	defer lock.Release()
 	d, err := newDiscovery(rl)
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -12,11 +13,13 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nymphd/nymph/hostio/instancelock"
 	"github.com/nymphd/nymph/internal/testkit"
 	"github.com/nymphd/nymph/relay/internal/inlinehttp"
 	"github.com/nymphd/nymph/relay/policy"
@@ -221,8 +224,11 @@ func TestWorldWritableRefused(t *testing.T) {
 	pipeDir := filepath.Join(prefix, "pipes")
 	makePair(t, pipeDir, "")
 	os.Chmod(filepath.Join(pipeDir, "req.fifo"), 0o666)
-	rl, _, _ := startRelay(t, prefix, fp.URL, nil)
+	rl, stop, stopped := startRelay(t, prefix, fp.URL, nil)
 	wantPipes(t, rl, 0, 2)
+	// One relay per prefix: the first goes before the second starts.
+	stop()
+	<-stopped
 	rl2, _, _ := startRelay(t, prefix, fp.URL, func(c *Config) { c.AllowSharedWriters = true })
 	if got := rl2.metrics.pumps.Load(); got != 2 {
 		t.Fatalf("with --allow-shared-writers pumps = %d, want 2", got)
@@ -931,4 +937,29 @@ func TestRelativeSymlinkPipeRefused(t *testing.T) {
 	fp := newFakePlane(t)
 	rl, _, _ := startRelay(t, prefix, fp.URL, nil)
 	wantPipes(t, rl, 1, 1)
+}
+
+// TestOnePerPrefix: a second relay on a prefix another one holds is
+// refused at Run, naming the holder; once the first stops, it starts.
+func TestOnePerPrefix(t *testing.T) {
+	fp := newFakePlane(t)
+	prefix := t.TempDir()
+	_, stop, stopped := startRelay(t, prefix, fp.URL, nil)
+	tokFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokFile, []byte("relay-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Prefix: prefix, Upstream: fp.URL, TokenFile: tokFile, Logger: testLogger(t)}
+	second, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = second.Run(context.Background())
+	if !errors.Is(err, instancelock.ErrHeld) || !strings.Contains(err.Error(), "relay prefix "+prefix+" is in use by another process (pid "+strconv.Itoa(os.Getpid())) ||
+		!strings.Contains(err.Error(), "give this relay another --prefix") {
+		t.Fatalf("second relay on the prefix: %v", err)
+	}
+	stop()
+	<-stopped
+	startRelay(t, prefix, fp.URL, nil)
 }

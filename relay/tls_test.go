@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nymphd/nymph/hostio/instancelock"
 	"github.com/nymphd/nymph/hostio/tlsca"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
@@ -63,8 +64,8 @@ func TestTLSUpstream(t *testing.T) {
 		t.Errorf("upstream file %+v, want %s and %s", ru, fp.URL, a.Fingerprint())
 	}
 	entries, _ := os.ReadDir(rl.root.path)
-	if len(entries) != 2 {
-		t.Errorf("prefix holds %d entries, want m1 and %s (no temporary left)", len(entries), wire.RelayUpstreamFile)
+	if len(entries) != 3 {
+		t.Errorf("prefix holds %d entries, want m1, %s and %s (no temporary left)", len(entries), wire.RelayUpstreamFile, instancelock.FileName)
 	}
 
 	rl, d = relayOnOnePair(t, fp.URL, nil)
