@@ -108,6 +108,13 @@ func planJoin(env *cliEnv, flags *daemonconfig.Flags) (*joinPlan, error) {
 	if p.configPath == "" {
 		p.configPath = defaultConfigPath(env)
 	}
+	// The key and CA paths written into the config must hold from any
+	// working directory (a service manager starts the daemon in /).
+	abs, err := filepath.Abs(p.configPath)
+	if err != nil {
+		return nil, fmt.Errorf("config path %s: %w", p.configPath, err)
+	}
+	p.configPath = abs
 	lookup := daemonconfig.Lookup{Getenv: func(string) string { return "" }, SystemPath: p.configPath}
 	if _, err := os.Stat(p.configPath); err == nil {
 		lookup.Explicit = p.configPath
