@@ -42,8 +42,18 @@ func TestCanonicalString(t *testing.T) {
 	if got != want {
 		t.Fatalf("canonical string:\n%q\nwant\n%q", got, want)
 	}
-	if !strings.HasPrefix(s.KeyID, "ed25519-") || !identity.ValidKeyID(s.KeyID) {
-		t.Fatalf("key id %q", s.KeyID)
+	// The worked example of docs/protocol.md, "Request signatures".
+	key := testKey()
+	if got := identity.EncodePublicKey(key.Public().(ed25519.PublicKey)); got != "A6EHv_POEL4dcN0Y50vAmWfk1jCbpQ1fHdyGZBJVMbg" {
+		t.Errorf("public key %s", got)
+	}
+	if got := string(identity.EncodeSeed(key)); got != "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8\n" {
+		t.Errorf("identity file %q", got)
+	}
+	h := s.Header()
+	if s.KeyID != "ed25519-56475aa75463474c0285df5dbf2bcab7" ||
+		h[identity.HeaderSignature] != "4eg_BhMxKshvcsMj9k04sZ1riD0Z1Gj0lUwiJHUdAbbQeKv_MDmH7BwvcdkwgYhsEUWBL118xil0pc7_r8AbBw" {
+		t.Fatalf("key id %s, signature %s: not the documented example", s.KeyID, h[identity.HeaderSignature])
 	}
 }
 
