@@ -55,7 +55,7 @@ func (s *Server) daemon(h daemonHandler) http.HandlerFunc {
 		asJSON := isJSON(r)
 		a, refusal, message := s.daemonCreds(r)
 		switch {
-		case refusal == plane.ErrMalformedSignature:
+		case refusal == plane.ErrMalformedSignature || refusal == plane.ErrSignatureExpired:
 			w.Header().Set("Connection", "close")
 			_ = writeBody(w, http.StatusUnauthorized, asJSON, plane.ErrorBody{Error: refusal, Message: message})
 			return

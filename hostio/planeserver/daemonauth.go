@@ -2,6 +2,7 @@ package planeserver
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"sync"
@@ -24,6 +25,14 @@ func (s *Server) daemonCreds(r *http.Request) (a plane.Auth, refusal, message st
 	case err != nil:
 		return a, plane.ErrMalformedSignature, err.Error()
 	default:
+		// Checked on the headers, before a byte of the body is read: a
+		// stale signature costs the server no body. The plane checks it
+		// again with everything else.
+		// A hello is answered with its reject instead, as all its refusals.
+		if now := s.cfg.Now(); r.URL.Path != wire.PathHello && !identity.Fresh(sig.Timestamp, now) {
+			return a, plane.ErrSignatureExpired, fmt.Sprintf("signed at %d, %ds from this control plane's clock (%d); the window is %s either way: check the host's clock",
+				sig.Timestamp, now.Unix()-sig.Timestamp, now.Unix(), identity.Window)
+		}
 		a.Sig = &sig
 	}
 	if r.URL.Path == wire.PathHello {

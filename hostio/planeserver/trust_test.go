@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -172,6 +173,31 @@ func TestMalformedSignatureHeader(t *testing.T) {
 	st, b := ts.do(req)
 	if e := errorOf(t, b); st != 401 || e.Error != plane.ErrMalformedSignature || !strings.Contains(e.Message, identity.HeaderTimestamp) {
 		t.Fatalf("malformed timestamp: %d %+v", st, e)
+	}
+}
+
+// A signature outside the window is refused on its headers: the body,
+// announced and never sent, is not waited for.
+func TestStaleSignatureRefusedBeforeTheBody(t *testing.T) {
+	ts := trustServer(t, nil)
+	h := newHost(ts, "m1")
+	h.join()
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	req, err := http.NewRequest("POST", ts.http.URL+wire.PathPoll, pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.ContentLength = 1 << 20
+	s := &identity.Signature{KeyID: h.keyID(), Timestamp: time.Now().Add(-time.Hour).Unix(),
+		Nonce: "stale-nonce-00000001", Audience: ts.http.URL}
+	identity.Sign(h.key, identity.NewRequest("POST", wire.PathPoll, nil), s)
+	for k, v := range s.Header() {
+		req.Header.Set(k, v)
+	}
+	st, b := ts.do(req)
+	if e := errorOf(t, b); st != 401 || e.Error != plane.ErrSignatureExpired || !strings.Contains(e.Message, "check the host's clock") {
+		t.Fatalf("stale signature: %d %+v", st, e)
 	}
 }
 
