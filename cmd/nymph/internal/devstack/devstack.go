@@ -15,6 +15,7 @@
 package devstack
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -27,6 +28,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"sync"
 	"time"
@@ -35,6 +37,7 @@ import (
 	"github.com/nymphd/nymph/hostio/opclient"
 	"github.com/nymphd/nymph/hostio/procgroup"
 	"github.com/nymphd/nymph/hostio/tlsca"
+	"github.com/nymphd/nymph/wirecore/operator"
 )
 
 // Options configure Start.
@@ -58,13 +61,17 @@ type Stack struct {
 	Dir       string
 	ServerURL string
 	// CAFile is serve's CA certificate (data/tls/ca.crt), which the
-	// daemon and the client verify serve by.
-	CAFile         string
-	AdminTokenFile string
-	IntrospectURL  string
-	ServeLog       string
-	DaemonLog      string
-	DaemonConfig   string
+	// client verifies serve by; the daemon keeps the copy its join
+	// pinned, beside its config.
+	CAFile string
+	// JoinLine is the line `nymph ctl token` printed for the daemon (its
+	// token is spent by the join), and KeyID the key the daemon enrolled.
+	JoinLine, KeyID string
+	AdminTokenFile  string
+	IntrospectURL   string
+	ServeLog        string
+	DaemonLog       string
+	DaemonConfig    string
 	// Client talks to the server with the admin token.
 	Client *opclient.Client
 
@@ -116,18 +123,15 @@ func Start(ctx context.Context, opt Options) (_ *Stack, err error) {
 	if err := s.startServe(ctx); err != nil {
 		return nil, err
 	}
-	if err := s.startDaemon(); err != nil {
+	if err := s.startDaemon(ctx); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
 func (s *Stack) startServe(ctx context.Context) error {
-	admin, daemonTok := token(), token()
+	admin := token()
 	if err := writeSecret(s.AdminTokenFile, admin); err != nil {
-		return err
-	}
-	if err := writeSecret(filepath.Join(s.Dir, "daemon.token"), daemonTok); err != nil {
 		return err
 	}
 	port, err := freePort()
@@ -136,10 +140,11 @@ func (s *Stack) startServe(ctx context.Context) error {
 	}
 	listen := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	s.ServerURL = "https://" + listen
+	// No daemon bearer: the daemon joins with a one-time token, and
+	// serve takes signed requests only, as a fleet would run it.
 	s.serve, err = s.spawn("serve", s.ServeLog,
 		"serve", "--listen", listen, "--data-dir", filepath.Join(s.Dir, "data"),
-		"--token-file", filepath.Join(s.Dir, "daemon.token"),
-		"--admin-token-file", s.AdminTokenFile)
+		"--require-signatures", "--admin-token-file", s.AdminTokenFile)
 	if err != nil {
 		return err
 	}
@@ -198,7 +203,7 @@ func (s *Stack) healthy(ctx context.Context) error {
 	return nil
 }
 
-func (s *Stack) startDaemon() error {
+func (s *Stack) startDaemon(ctx context.Context) error {
 	ipPort, err := freePort()
 	if err != nil {
 		return err
@@ -219,19 +224,55 @@ func (s *Stack) startDaemon() error {
 	if err := os.MkdirAll(filepath.Join(s.Dir, "work"), 0o700); err != nil {
 		return fmt.Errorf("devstack: create workdir: %w", err)
 	}
+	if err := s.join(ctx); err != nil {
+		return err
+	}
 	s.daemon, err = s.spawn("daemon", s.DaemonLog, "daemon", "--config", s.DaemonConfig)
 	return err
 }
 
-// daemonConfig is the daemon's configuration: the defaults, attached to
-// this stack's serve with the stack's token, never idle-exiting, retrying
-// fast, draining within 5 s, and its introspection server on. It
-// verifies serve by the stack's CA.
+// joinTimeout bounds the daemon's join: a probe of the host and a hello.
+const joinTimeout = time.Minute
+
+// join mints a token and runs the line it comes with, as an operator
+// would on a new host: `nymph daemon join` pins serve's CA, makes the
+// host key and writes it, the CA and the config.
+func (s *Stack) join(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, joinTimeout)
+	defer cancel()
+	created, err := s.Client.CreateToken(ctx, operator.TokenRequest{TTLS: joinTimeout.Seconds()})
+	if err != nil {
+		return fmt.Errorf("devstack: mint a join token: %w", err)
+	}
+	s.JoinLine = created.JoinCommand
+	logf, err := os.OpenFile(s.DaemonLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("devstack: open daemon log %s: %w", s.DaemonLog, err)
+	}
+	defer logf.Close()
+	var out bytes.Buffer
+	cmd := exec.CommandContext(ctx, s.opt.Binary, "daemon", "join", "--server", s.ServerURL, "--token", created.Token, "--config", s.DaemonConfig)
+	cmd.Stdout, cmd.Stderr, cmd.Dir = io.MultiWriter(&out, logf), logf, s.Dir
+	cmd.SysProcAttr = procgroup.Attr()
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("devstack: nymph daemon join: %w; see %s:\n%s", err, s.DaemonLog, tail(s.DaemonLog))
+	}
+	if m := joinedKey.FindStringSubmatch(out.String()); m != nil {
+		s.KeyID = m[1]
+	}
+	return nil
+}
+
+// joinedKey finds the key id in what `nymph daemon join` prints.
+var joinedKey = regexp.MustCompile(`with key (\S+)`)
+
+// daemonConfig is the daemon's configuration before its join: the
+// defaults, attached to this stack's serve, never idle-exiting, retrying
+// fast, draining within 5 s, and its introspection server on. The join
+// adds the identity and the CA it pinned.
 func (s *Stack) daemonConfig(host, introspect string) *daemonconfig.Config {
 	cfg := daemonconfig.Defaults()
 	cfg.Server.URL = s.ServerURL
-	cfg.Server.CAFile = s.CAFile
-	cfg.Server.TokenFile = filepath.Join(s.Dir, "daemon.token")
 	cfg.Daemon.MachineID = "dev-" + host
 	cfg.Daemon.Label = "nymph dev on " + host
 	cfg.Daemon.Tags = []string{"env=dev"}

@@ -18,6 +18,7 @@ import (
 	"github.com/nymphd/nymph/hostio/daemonconfig"
 	"github.com/nymphd/nymph/hostio/tlsca"
 	"github.com/nymphd/nymph/internal/testkit"
+	"github.com/nymphd/nymph/wirecore/operator"
 )
 
 // The test binary doubles as a fake nymph: FAKE_NYMPH selects what the
@@ -62,12 +63,46 @@ func fakeNymph(args []string) {
 		if err != nil {
 			os.Exit(4)
 		}
-		http.Serve(tls.NewListener(l, a.ServerConfig()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+		http.Serve(tls.NewListener(l, a.ServerConfig()), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == operator.PathTokens {
+				fmt.Fprint(w, `{"id": "t1", "token": "s.f", "expires_at": "2030-01-01T00:00:00Z", "join_command": "nymph daemon join --server x --token s.f"}`)
+			}
+		}))
+	}
+	if len(args) > 1 && args[0] == "daemon" && args[1] == "join" {
+		fakeJoin(args[2:])
 	}
 	if mode == "backoff" && len(args) == 3 && args[0] == "daemon" {
 		serveBackoffStatus(args[2])
 	}
 	select {} // the daemon: run until signalled
+}
+
+// fakeJoin does what `nymph daemon join` leaves behind: the key and the
+// CA beside the config, and the config naming them.
+func fakeJoin(args []string) {
+	var config string
+	for i, a := range args {
+		if a == "--config" {
+			config = args[i+1]
+		}
+	}
+	data, _ := os.ReadFile(config)
+	loaded, err := daemonconfig.Parse(config, data)
+	if err != nil {
+		os.Exit(8)
+	}
+	dir := filepath.Dir(config)
+	cfg := loaded.Config
+	cfg.Identity.Enabled, cfg.Identity.KeyFile = true, filepath.Join(dir, "identity.key")
+	cfg.Server.CAFile = filepath.Join(dir, "ca.crt")
+	out, _ := cfg.TOML()
+	if os.WriteFile(cfg.Identity.KeyFile, []byte("seed\n"), 0o600) != nil || os.WriteFile(cfg.Server.CAFile, nil, 0o644) != nil ||
+		os.WriteFile(config, out, 0o644) != nil {
+		os.Exit(9)
+	}
+	fmt.Println("joined x as worker w with key ed25519-fake")
+	os.Exit(0)
 }
 
 // serveBackoffStatus answers the daemon's GET /status, on the address its
@@ -120,11 +155,15 @@ func TestStartWritesConfigAndStopCleansUp(t *testing.T) {
 		t.Fatalf("daemon config: %v, unknown keys %v:\n%s", err, loaded.Unknown, data)
 	}
 	cfg := loaded.Config
-	if cfg.Server.URL != s.ServerURL || cfg.Server.CAFile != s.CAFile || cfg.Runtime.KeepAliveS != -1 || cfg.Runtime.Workdir != filepath.Join(s.Dir, "work") ||
+	if cfg.Server.URL != s.ServerURL || cfg.Server.CAFile != filepath.Join(s.Dir, "ca.crt") || !cfg.Identity.Enabled ||
+		cfg.Identity.KeyFile != filepath.Join(s.Dir, "identity.key") || cfg.Server.TokenFile != "" || cfg.Runtime.KeepAliveS != -1 || cfg.Runtime.Workdir != filepath.Join(s.Dir, "work") ||
 		!cfg.Introspect.Enabled || "http://"+cfg.Introspect.Listen+"/status" != s.IntrospectURL {
 		t.Errorf("daemon config:\n%s", data)
 	}
-	for _, f := range []string{s.AdminTokenFile, filepath.Join(s.Dir, "daemon.token")} {
+	if s.KeyID != "ed25519-fake" || s.JoinLine != "nymph daemon join --server x --token s.f" {
+		t.Errorf("the join: key %q, line %q", s.KeyID, s.JoinLine)
+	}
+	for _, f := range []string{s.AdminTokenFile, filepath.Join(s.Dir, "identity.key")} {
 		if fi, err := os.Stat(f); err != nil || fi.Mode().Perm() != 0o600 {
 			t.Errorf("%s: %v, want mode 0600", f, err)
 		}

@@ -39,13 +39,28 @@ func (s *Stack) PrintHowTo(w io.Writer) {
 	fmt.Fprintf(w, "  everything lives in %s\n", s.Dir)
 	fmt.Fprintf(w, "  serve log:   %s\n", s.ServeLog)
 	fmt.Fprintf(w, "  daemon log:  %s\n", s.DaemonLog)
-	fmt.Fprintf(w, "  introspect:  %s\n\n", s.IntrospectURL)
+	fmt.Fprintf(w, "  introspect:  %s\n", s.IntrospectURL)
+	fmt.Fprintf(w, "  trust:       serve speaks TLS 1.3 with its own CA (%s) and takes signed requests only;\n", s.CAFile)
+	fmt.Fprintf(w, "               the daemon joined with a one-time token, as a new host would:\n")
+	fmt.Fprintf(w, "                 %s\n", redactToken(s.JoinLine))
+	fmt.Fprintf(w, "               and signs every request with its key %s\n\n", s.KeyID)
 	fmt.Fprintf(w, "Talk to it from another terminal:\n")
 	fmt.Fprintf(w, "  export NYMPH_SERVER=%s\n", s.ServerURL)
 	fmt.Fprintf(w, "  export NYMPH_CA_FILE=%s\n", s.CAFile)
 	fmt.Fprintf(w, "  export NYMPH_ADMIN_TOKEN_FILE=%s\n", s.AdminTokenFile)
 	fmt.Fprintf(w, "  nymph ctl workers\n")
 	fmt.Fprintf(w, "  nymph ctl exec WORKER -- uname -a\n\n")
+}
+
+// redactToken shortens the secret half of a join line's token: it is
+// spent, but a secret need not be printed whole to be recognised.
+func redactToken(line string) string {
+	head, tok, ok := strings.Cut(line, "--token ")
+	if !ok || len(tok) < 16 {
+		return line
+	}
+	secret, fp, _ := strings.Cut(tok, ".")
+	return head + "--token " + secret[:8] + "…." + fp
 }
 
 // WaitWorker waits until the daemon says, through its introspection
