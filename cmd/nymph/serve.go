@@ -79,7 +79,9 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintln(env.stderr, "nymph serve: "+plainListenRefusal(*listen))
 		return 2
 	}
-	if *tokenFile == "" && !*insecureOpen && !listenIsLoopback(*listen) {
+	// With --require-signatures nothing unsigned is taken, so no bearer is
+	// needed: every host joins with a token.
+	if *tokenFile == "" && !*insecureOpen && !*requireSigs && !listenIsLoopback(*listen) {
 		fmt.Fprintln(env.stderr, "nymph serve: "+openListenRefusal(*listen))
 		return 2
 	}
@@ -141,7 +143,7 @@ func listenIsLoopback(addr string) bool {
 // bearer on addr, and the two ways on.
 func openListenRefusal(addr string) string {
 	return fmt.Sprintf("--listen %s is not a loopback address and no --token-file is given: any host that reaches it could register as a daemon and take its commands; "+
-		"give daemons a bearer with --token-file FILE, or pass --insecure-no-daemon-auth to serve them without one on purpose", addr)
+		"join hosts with tokens and pass --require-signatures, give daemons a bearer with --token-file FILE, or pass --insecure-no-daemon-auth to serve them without one on purpose", addr)
 }
 
 // plainListenRefusal is why serve will not speak plain HTTP on addr.
@@ -217,7 +219,7 @@ func serve(ctx context.Context, env *cliEnv, log *slog.Logger, o serveOptions) e
 	a, ok := ln.Addr().(*net.TCPAddr)
 	resolvedLoopback := ok && a.IP.IsLoopback()
 	switch {
-	case daemonTok == "" && !o.insecureOpen && !resolvedLoopback:
+	case daemonTok == "" && !o.insecureOpen && !o.requireSignatures && !resolvedLoopback:
 		ln.Close()
 		return errors.New(openListenRefusal(ln.Addr().String()))
 	case o.insecureHTTP && !resolvedLoopback:
@@ -264,6 +266,8 @@ func serve(ctx context.Context, env *cliEnv, log *slog.Logger, o serveOptions) e
 		fmt.Fprintf(env.stdout, "nymph serve: admin token from %s\n", adminPath)
 	}
 	switch {
+	case o.requireSignatures:
+		fmt.Fprintln(env.stdout, "nymph serve: --require-signatures: daemon requests must be signed by a key joined with a token (nymph ctl token); no bearer is accepted alone")
 	case daemonTok == "" && o.insecureOpen && !listenIsLoopback(ln.Addr().String()):
 		fmt.Fprintf(env.stdout, "nymph serve: --insecure-no-daemon-auth: daemon routes on %s accept requests without a bearer from any host that reaches them\n", o.listen)
 	case daemonTok == "":
