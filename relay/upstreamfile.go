@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/nymphd/nymph/hostio/secretfile"
 	"github.com/nymphd/nymph/hostio/tlsca"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
@@ -30,7 +31,7 @@ func (rl *Relay) writeUpstreamFile() error {
 		return fmt.Errorf("relay: encode %s: %w", wire.RelayUpstreamFile, err)
 	}
 	path := filepath.Join(rl.root.path, wire.RelayUpstreamFile)
-	if err := writeFileAtomic(path, append(data, '\n'), 0o644); err != nil {
+	if err := secretfile.WriteFile(path, append(data, '\n'), 0o644); err != nil {
 		return fmt.Errorf("relay: %w", err)
 	}
 	rl.log.Info("relay: upstream file written", "path", path, "ca_fingerprint", fp)
@@ -61,31 +62,4 @@ func caFingerprint(caFile string) (string, error) {
 		}
 		return tlsca.Fingerprint(c), nil
 	}
-}
-
-// writeFileAtomic writes data to a temporary file beside path, with its
-// mode, and renames it over path.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer os.Remove(f.Name()) // nothing left to remove after the rename
-	err = f.Chmod(mode)
-	if err == nil {
-		_, err = f.Write(data)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
 }

@@ -336,8 +336,5 @@ func (p *joinPlan) write(res joined) error {
 // writePublic replaces a file others may read (a CA, a config)
 // atomically.
 func writePublic(path string, data []byte) error {
-	if err := secretfile.Write(path, data); err != nil {
-		return err
-	}
-	return os.Chmod(path, 0o644)
+	return secretfile.WriteFile(path, data, 0o644)
 }

@@ -9,9 +9,10 @@
 // a refusal names the path and the chmod that fixes it.
 //
 // It decides that rule, what a token file holds (one line, trimmed of
-// surrounding whitespace, at most MaxToken bytes), and how a private file or
+// surrounding whitespace, at most MaxToken bytes), how a private file or
 // directory is made: created 0600 or 0700 before anything is written to it,
-// so no umask ever widens it. It does not decide which files hold secrets,
+// so no umask ever widens it, and how a file is replaced atomically, private
+// or not (WriteFile). It does not decide which files hold secrets,
 // what a token is for, or when a token file is read again: its callers do.
 package secretfile
 

@@ -463,7 +463,7 @@ func readKey(path string) (*ecdsa.PrivateKey, error) {
 }
 
 func writeCert(path string, c *x509.Certificate) error {
-	return writeAtomic(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw}), 0o644)
+	return wrapWrite(secretfile.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw}), 0o644))
 }
 
 func writeKey(path string, key *ecdsa.PrivateKey) error {
@@ -471,40 +471,13 @@ func writeKey(path string, key *ecdsa.PrivateKey) error {
 	if err != nil {
 		return fmt.Errorf("tlsca: encode %s: %w", path, err)
 	}
-	return writeAtomic(path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600)
+	return wrapWrite(secretfile.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600))
 }
 
-// writeAtomic writes data to a temporary file beside path, created with
-// mode before any byte is written, syncs it and renames it over path (then
-// syncs the directory), so a reader sees the old file or the new one,
-// never a part of either.
-func writeAtomic(path string, data []byte, mode fs.FileMode) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+// wrapWrite names the package in a write's error.
+func wrapWrite(err error) error {
 	if err != nil {
-		return fmt.Errorf("tlsca: write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // after the rename there is nothing to remove
-	err = f.Chmod(mode)
-	if err == nil {
-		_, err = f.Write(data)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		return fmt.Errorf("tlsca: write %s: %w", path, err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
+		return fmt.Errorf("tlsca: %w", err)
 	}
 	return nil
 }
