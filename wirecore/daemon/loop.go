@@ -211,7 +211,13 @@ func (m *Machine) pollFailed(now time.Time, e PollResult) {
 		m.needHello = true
 		m.log(slog.LevelWarn, "control plane does not know this worker; saying hello again", slog.String("worker_id", m.workerID))
 	} else {
-		m.log(slog.LevelWarn, "poll failed", slog.String("error", errText(e.Err, e.Status)))
+		// The body's {error, message} says why (a signature refused for
+		// the host's clock, say), so the log does not leave it to guess.
+		why := errText(e.Err, e.Status)
+		if e.Err == nil && e.Status != 0 {
+			why = statusText(e.Status, e.Body)
+		}
+		m.log(slog.LevelWarn, "poll failed", slog.String("error", why))
 	}
 	if m.state == StatePolling {
 		m.scheduleRetry(now)
