@@ -245,14 +245,16 @@ func serve(ctx context.Context, env *cliEnv, log *slog.Logger, o serveOptions) e
 	defer blobs.Close()
 
 	var caFingerprint string // no TLS, no CA for a join token to pin
+	var audiences []string
 	if authority != nil {
 		caFingerprint = authority.Fingerprint()
+		audiences = certificateOrigins(base, authority.Names())
 	}
 	srv, err := planeserver.New(ctx, planeserver.Config{
 		Store: store, Blobs: blobs,
 		DaemonToken: daemonTok, RelayToken: relayTok, AdminToken: adminTok,
 		PublicURL: base, TrustRelayDaemons: o.trustRelayDaemons, MaxLargeBodies: o.maxLargeBodies, CAFingerprint: caFingerprint,
-		RequireSignatures: o.requireSignatures,
+		RequireSignatures: o.requireSignatures, OtherAudiences: audiences,
 		Plane:             plane.Config{Entropy: rand.Reader, TargetVersion: o.target, Retain: o.retain, MaxWorkers: o.maxWorkers},
 		Log:               log,
 	})
@@ -406,4 +408,27 @@ func adminToken(path string) (tok string, created bool, err error) {
 		return "", false, fmt.Errorf("write admin token %s: %w", path, err)
 	}
 	return tok, true, nil
+}
+
+// certificateOrigins are the origins a daemon may reach serve at besides
+// its public URL, and so sign for: every name its certificate carries, at
+// the public URL's scheme and port. A signature for another name of the
+// same server is not one for another control plane.
+func certificateOrigins(publicURL string, names []string) []string {
+	u, err := url.Parse(publicURL)
+	if err != nil {
+		return nil
+	}
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		host := n
+		switch {
+		case u.Port() != "":
+			host = net.JoinHostPort(n, u.Port())
+		case strings.Contains(n, ":"):
+			host = "[" + n + "]"
+		}
+		out = append(out, strings.ToLower(u.Scheme+"://"+host))
+	}
+	return out
 }

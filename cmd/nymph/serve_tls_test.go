@@ -134,3 +134,17 @@ func TestCertNames(t *testing.T) {
 		}
 	}
 }
+
+// A daemon may sign for any name serve's certificate carries, at the
+// public URL's scheme and port.
+func TestCertificateOrigins(t *testing.T) {
+	got := certificateOrigins("https://Plane.Example:8383/base", []string{"localhost", "plane.example", "127.0.0.1", "::1"})
+	want := []string{"https://localhost:8383", "https://plane.example:8383", "https://127.0.0.1:8383", "https://[::1]:8383"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("origins %q, want %q", got, want)
+	}
+	got = certificateOrigins("https://plane.example", []string{"plane.example", "::1"})
+	if want := []string{"https://plane.example", "https://[::1]"}; !slices.Equal(got, want) {
+		t.Fatalf("without a port: %q, want %q", got, want)
+	}
+}

@@ -82,6 +82,10 @@ type Config struct {
 	// ("https://plane.example:8383"); empty takes PublicURL's origin
 	// (scheme, host and port, no path), which is what a daemon signs for.
 	Audience string
+	// OtherAudiences are the other origins daemons may reach this server
+	// at and sign for (its certificate's other names); see
+	// plane.Config.OtherAudiences.
+	OtherAudiences []string
 	// RequireSignatures refuses unsigned daemon requests, bearer or not
 	// (hello with the enrollment_signature_required reject, the other
 	// routes 401): turn it on once every host joined with a token.
@@ -147,6 +151,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		cfg.Audience = strings.ToLower(public.Scheme + "://" + public.Host)
 	}
 	cfg.Plane.Audience = cfg.Audience
+	cfg.Plane.OtherAudiences = cfg.OtherAudiences
 	cfg.Plane.RequireSignatures = cfg.RequireSignatures
 	if cfg.TickEvery <= 0 {
 		cfg.TickEvery = time.Second

@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nymphd/nymph/wirecore/identity"
@@ -161,7 +162,7 @@ func (p *Plane) checkSigned(now time.Time, pub ed25519.PublicKey, a *Auth) (stri
 			"signed at %d, %d s %s this control plane's clock (%d); a signature is good for %s either way: check the host's clock",
 			s.Timestamp, off, side, now.Unix(), identity.Window)
 	}
-	if p.cfg.Audience != "" && s.Audience != p.cfg.Audience {
+	if p.cfg.Audience != "" && s.Audience != p.cfg.Audience && !slices.Contains(p.cfg.OtherAudiences, s.Audience) {
 		return ErrWrongAudience, fmt.Sprintf("signed for %q; this control plane is %q", s.Audience, p.cfg.Audience)
 	}
 	if !identity.Verify(pub, a.Req, s) {

@@ -47,6 +47,11 @@ type Config struct {
 	// control plane is refused here. Empty skips that one check (the
 	// transcripts that do not test it).
 	Audience string
+	// OtherAudiences are further origins of this same control plane (the
+	// other names its certificate carries, "https://10.0.0.5:8383"): a
+	// daemon that reaches it by one of them signs for that one, and it is
+	// the same plane, so the signature is taken.
+	OtherAudiences []string
 	// RequireSignatures refuses every unsigned daemon request, bearer or
 	// not: once every host has joined with a token, the shared bearer
 	// admits nobody.

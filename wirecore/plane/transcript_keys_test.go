@@ -39,6 +39,10 @@ import (
 // transcriptAudience is Config.Audience in every transcript.
 const transcriptAudience = "https://cp.example"
 
+// transcriptOtherName is another name of the same control plane
+// (Config.OtherAudiences).
+const transcriptOtherName = "https://10.0.0.5:8383"
+
 // authCodes are the refusals whose message a transcript shows.
 var authCodes = map[string]bool{
 	plane.ErrBearerRequired: true, plane.ErrSignatureRequired: true, plane.ErrEnrollmentSignatureRequired: true,

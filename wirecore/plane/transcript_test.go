@@ -67,7 +67,7 @@ func newHarness() *harness {
 
 func (h *harness) config() plane.Config {
 	return plane.Config{Entropy: h.entropy, KeyRotationMaxAgeS: 2592000, Retain: transcriptRetain,
-		Audience: transcriptAudience, RequireSignatures: h.require}
+		Audience: transcriptAudience, OtherAudiences: []string{transcriptOtherName}, RequireSignatures: h.require}
 }
 
 // name returns the alias of an id, making one with prefix when new.
