@@ -41,8 +41,8 @@ func FuzzParseSignature(f *testing.F) {
 	})
 }
 
-// FuzzParseJoinToken: never panics; an accepted token is two lowercase
-// hex halves that print back to the input, lowered and trimmed.
+// FuzzParseJoinToken: never panics; an accepted token prints back to the
+// input, trimmed, its fingerprint lowered, and its secret is valid.
 func FuzzParseJoinToken(f *testing.F) {
 	f.Add(strings.Repeat("a", 64) + "." + strings.Repeat("b", 64))
 	f.Add("x.y")
@@ -52,7 +52,9 @@ func FuzzParseJoinToken(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if tok.String() != strings.ToLower(strings.TrimSpace(in)) {
+		trimmed := strings.TrimSpace(in)
+		dot := strings.LastIndexByte(trimmed, '.')
+		if tok.String() != trimmed[:dot]+"."+strings.ToLower(trimmed[dot+1:]) || identity.ValidSecret(tok.Secret) != nil {
 			t.Fatalf("%q parsed to %q", in, tok.String())
 		}
 		if _, err := identity.ParseJoinToken(tok.String()); err != nil {

@@ -9,32 +9,36 @@ import (
 	"strings"
 )
 
-// A join token is "<secret>.<fingerprint>": the secret is SecretBytes
+// A join token is "<secret>.<fingerprint>": nymph's secret is SecretBytes
 // random bytes in lowercase hex, the fingerprint the SHA-256 of the
-// control plane's CA SubjectPublicKeyInfo in lowercase hex. Hex never
-// holds a dot, so the last dot separates the halves. The operator copies
-// one string; the host checks the CA against the fingerprint before the
-// secret leaves it, and the control plane keeps only SecretHash(secret).
+// control plane's CA SubjectPublicKeyInfo in lowercase hex. The secret
+// never holds a dot, so the last dot separates the halves. The operator
+// copies one string; the host checks the CA against the fingerprint
+// before the secret leaves it, and the control plane keeps only
+// SecretHash(secret). A host takes any secret of MinSecretChars to
+// MaxSecretChars base64url characters as it is (another control plane's
+// `dle_…` tokens among them): the plane that minted it judges it.
 const (
 	SecretBytes    = 32
-	secretChars    = 2 * SecretBytes
+	MinSecretChars = 16
+	MaxSecretChars = 128
 	fingerprintLen = 2 * sha256.Size
 	// MaxJoinTokenBytes bounds a token before it is parsed.
-	MaxJoinTokenBytes = secretChars + 1 + fingerprintLen
+	MaxJoinTokenBytes = MaxSecretChars + 1 + fingerprintLen
 )
 
 // JoinToken is a parsed join token.
 type JoinToken struct {
-	Secret      string // 64 lowercase hex characters
+	Secret      string // as minted: 64 lowercase hex characters from nymph
 	Fingerprint string // 64 lowercase hex characters
 }
 
 // String is the token as the operator copies it.
 func (t JoinToken) String() string { return t.Secret + "." + t.Fingerprint }
 
-// ParseJoinToken reads "<secret>.<fingerprint>". Upper-case hex is
-// accepted and lowered; anything else is an error that says which half is
-// wrong.
+// ParseJoinToken reads "<secret>.<fingerprint>". The secret is kept as
+// given; an upper-case fingerprint is lowered. Anything else is an error
+// that says which half is wrong.
 func ParseJoinToken(s string) (JoinToken, error) {
 	s = strings.TrimSpace(s)
 	if len(s) > MaxJoinTokenBytes+8 {
@@ -44,7 +48,7 @@ func ParseJoinToken(s string) (JoinToken, error) {
 	if dot < 0 {
 		return JoinToken{}, errors.New("identity: join token: no dot; a token is <secret>.<CA fingerprint>, as nymph ctl token prints it")
 	}
-	secret, fp := strings.ToLower(s[:dot]), strings.ToLower(s[dot+1:])
+	secret, fp := s[:dot], strings.ToLower(s[dot+1:])
 	if err := ValidSecret(secret); err != nil {
 		return JoinToken{}, fmt.Errorf("identity: join token: secret: %w", err)
 	}
@@ -54,10 +58,16 @@ func ParseJoinToken(s string) (JoinToken, error) {
 	return JoinToken{Secret: secret, Fingerprint: fp}, nil
 }
 
-// ValidSecret checks a token's secret half: 64 lowercase hex digits.
+// ValidSecret checks the shape of a token's secret half: MinSecretChars
+// to MaxSecretChars base64url characters (A-Z a-z 0-9 - _).
 func ValidSecret(secret string) error {
-	if !isHex(secret, secretChars) {
-		return fmt.Errorf("want %d lowercase hex digits, got %d characters", secretChars, len(secret))
+	if len(secret) < MinSecretChars || len(secret) > MaxSecretChars {
+		return fmt.Errorf("%d characters; a secret has %d to %d", len(secret), MinSecretChars, MaxSecretChars)
+	}
+	for i := 0; i < len(secret); i++ {
+		if !isBase64URL(secret[i]) {
+			return errors.New("not base64url characters (A-Z a-z 0-9 - _)")
+		}
 	}
 	return nil
 }
