@@ -1,0 +1,342 @@
+package selfupdate
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nymphd/nymph/hostio/httpclient"
+	"github.com/nymphd/nymph/hostio/tlsca"
+	"github.com/nymphd/nymph/wirecore/ulid"
+	"github.com/nymphd/nymph/wirecore/wire"
+)
+
+// Defaults of Options.
+const (
+	// DefaultMaxBytes bounds a download: nymph is tens of MiB, and a url
+	// that streams without end must not fill the disk.
+	DefaultMaxBytes = 256 << 20
+	// DefaultTimeout bounds the whole download.
+	DefaultTimeout = 10 * time.Minute
+	// DefaultConfirm is how long a new binary has for its first hello.
+	DefaultConfirm = 2 * time.Minute
+)
+
+// PreviousSuffix names the kept binary: NAME.previous beside NAME.
+const PreviousSuffix = ".previous"
+
+// ErrSameVersion is an update to the running version: nothing is done.
+var ErrSameVersion = errors.New("selfupdate: the update is to the running version")
+
+// Options configure an Updater. Running and ServerURL are required.
+type Options struct {
+	// Running is the running binary's version.
+	Running string
+	// ServerURL is [server] url: the one origin whose CA is CAFile.
+	ServerURL string
+	// CAFile verifies a url on ServerURL's origin; "" is the system's roots.
+	CAFile string
+	// Executable is the binary to replace; "" is os.Executable with
+	// symlinks resolved.
+	Executable string
+	// Args and Env are what the new binary is executed with; nil is
+	// os.Args and os.Environ().
+	Args, Env []string
+	MaxBytes  int64
+	Timeout   time.Duration
+	// Confirm is how long the new binary has for its first hello.
+	Confirm time.Duration
+	// Exec replaces the process image (syscall.Exec); tests substitute it.
+	Exec func(path string, argv, env []string) error
+	// Watch starts the rollback watchdog from the previous binary and
+	// returns its pid; nil starts "PREVIOUS daemon ota-watch -- ARGS".
+	Watch func(previous string, argv, env []string) (int, error)
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+	Log *slog.Logger
+}
+
+// Updater carries out ota_update commands.
+type Updater struct {
+	opt    Options
+	client *http.Client // for a url on the control plane's origin
+	public *http.Client // for any other url
+	origin *url.URL
+}
+
+// New checks opt and builds the download clients.
+func New(opt Options) (*Updater, error) {
+	if opt.Running == "" {
+		return nil, errors.New("selfupdate: the running version is required")
+	}
+	origin, err := url.Parse(opt.ServerURL)
+	if err != nil {
+		return nil, fmt.Errorf("selfupdate: parse server url %q: %w", opt.ServerURL, err)
+	}
+	if opt.Executable == "" {
+		if opt.Executable, err = Executable(); err != nil {
+			return nil, err
+		}
+	}
+	if opt.Args == nil {
+		opt.Args = os.Args
+	}
+	if opt.Env == nil {
+		opt.Env = os.Environ()
+	}
+	if opt.MaxBytes <= 0 {
+		opt.MaxBytes = DefaultMaxBytes
+	}
+	if opt.Timeout <= 0 {
+		opt.Timeout = DefaultTimeout
+	}
+	if opt.Confirm <= 0 {
+		opt.Confirm = DefaultConfirm
+	}
+	if opt.Exec == nil {
+		opt.Exec = syscall.Exec
+	}
+	if opt.Watch == nil {
+		opt.Watch = StartWatchdog
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.Log == nil {
+		opt.Log = slog.New(slog.DiscardHandler)
+	}
+	own, err := downloadClient(opt.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	public, err := downloadClient("")
+	if err != nil {
+		return nil, err
+	}
+	return &Updater{opt: opt, client: own, public: public, origin: origin}, nil
+}
+
+func downloadClient(caFile string) (*http.Client, error) {
+	cfg, err := tlsca.ClientConfig(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("selfupdate: %w", err)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = cfg
+	return &http.Client{Transport: tr, CheckRedirect: httpclient.RefuseRedirect}, nil
+}
+
+// Executable is the running binary's path with symlinks resolved, so the
+// new binary lands beside the real file and not beside a link to it.
+func Executable() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("selfupdate: find the running executable: %w", err)
+	}
+	real, err := filepath.EvalSymlinks(exe)
+	if err != nil {
+		return "", fmt.Errorf("selfupdate: resolve %s: %w", exe, err)
+	}
+	return real, nil
+}
+
+// Check refuses an update that must not be fetched: a sha256 that is not
+// 64 hex characters, no url, or the running version (ErrSameVersion).
+func (u *Updater) Check(up wire.OTAUpdate) error {
+	switch {
+	case !wire.ValidSHA256(up.SHA256):
+		return fmt.Errorf("selfupdate: sha256 %q is not 64 hex characters", up.SHA256)
+	case up.Version == u.opt.Running:
+		return ErrSameVersion
+	case up.Version == "":
+		return errors.New("selfupdate: version is empty")
+	case up.URL == "":
+		return errors.New("selfupdate: url is empty")
+	}
+	return nil
+}
+
+// Apply fetches, verifies and installs up, then executes the new binary;
+// it returns only when the update did not happen, with why (the running
+// binary is then unchanged).
+func (u *Updater) Apply(ctx context.Context, up wire.OTAUpdate) error {
+	if err := u.Check(up); err != nil {
+		return err
+	}
+	tmp, err := u.Fetch(ctx, up)
+	if err != nil {
+		return err
+	}
+	previous, err := u.Install(tmp)
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	u.opt.Log.Info("ota_update installed; executing the new binary",
+		"version", up.Version, "from", u.opt.Running, "executable", u.opt.Executable, "previous", previous)
+	return u.execNew(up.Version, previous)
+}
+
+// Fetch downloads up.URL into a temporary file beside the executable and
+// returns its path once its sha256 is up.SHA256.
+func (u *Updater) Fetch(ctx context.Context, up wire.OTAUpdate) (string, error) {
+	if !wire.ValidSHA256(up.SHA256) {
+		return "", fmt.Errorf("selfupdate: sha256 %q is not 64 hex characters", up.SHA256)
+	}
+	target, err := url.Parse(up.URL)
+	if err != nil || (target.Scheme != "https" && target.Scheme != "http") || target.Host == "" {
+		return "", fmt.Errorf("selfupdate: url %q: want http:// or https:// with a host", up.URL)
+	}
+	client := u.public
+	if strings.EqualFold(target.Scheme, u.origin.Scheme) && strings.EqualFold(target.Host, u.origin.Host) {
+		client = u.client
+	}
+	ctx, cancel := context.WithTimeout(ctx, u.opt.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target.String(), nil)
+	if err != nil {
+		return "", fmt.Errorf("selfupdate: GET %s: %w", target.Redacted(), err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("selfupdate: GET %s: %w", target.Redacted(), tlsca.Explain(err))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("selfupdate: GET %s: status %d", target.Redacted(), resp.StatusCode)
+	}
+	if resp.ContentLength > u.opt.MaxBytes {
+		return "", fmt.Errorf("selfupdate: GET %s: %d bytes, over the %d-byte limit", target.Redacted(), resp.ContentLength, u.opt.MaxBytes)
+	}
+	tmp := filepath.Join(filepath.Dir(u.opt.Executable), tempName(u.opt.Now()))
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("selfupdate: create %s: %w", tmp, err)
+	}
+	sum, err := copyHashed(f, resp.Body, u.opt.MaxBytes)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return "", fmt.Errorf("selfupdate: download %s to %s: %w", target.Redacted(), tmp, err)
+	}
+	if !strings.EqualFold(sum, up.SHA256) {
+		os.Remove(tmp)
+		return "", fmt.Errorf("selfupdate: %s has sha256 %s, not %s: refused", target.Redacted(), sum, strings.ToLower(up.SHA256))
+	}
+	return tmp, nil
+}
+
+// copyHashed copies at most limit bytes of r to w and returns their
+// sha256; more than limit is an error.
+func copyHashed(w io.Writer, r io.Reader, limit int64) (string, error) {
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(w, h), io.LimitReader(r, limit+1))
+	if err != nil {
+		return "", err
+	}
+	if n > limit {
+		return "", fmt.Errorf("body over the %d-byte limit", limit)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// tempName is .nymph-ota-{pid}-{ulid}.tmp.
+func tempName(now time.Time) string {
+	var entropy [10]byte
+	_, _ = rand.Read(entropy[:]) // crypto/rand.Read does not fail
+	return fmt.Sprintf(".nymph-ota-%d-%s.tmp", os.Getpid(), ulid.String(now, entropy))
+}
+
+// Install makes tmp executable with the executable's mode | 0o111, keeps
+// the executable as NAME.previous and renames tmp over it. It returns the
+// previous binary's path.
+func (u *Updater) Install(tmp string) (string, error) {
+	exe := u.opt.Executable
+	st, err := os.Stat(exe)
+	if err != nil {
+		return "", fmt.Errorf("selfupdate: stat %s: %w", exe, err)
+	}
+	if err := os.Chmod(tmp, st.Mode().Perm()|0o111); err != nil {
+		return "", fmt.Errorf("selfupdate: chmod %s: %w", tmp, err)
+	}
+	previous := exe + PreviousSuffix
+	if err := os.Remove(previous); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("selfupdate: remove %s: %w", previous, err)
+	}
+	// A hard link keeps a binary at exe at every moment; a filesystem
+	// without links gets a rename, and the next rename fills the gap.
+	if err := os.Link(exe, previous); err != nil {
+		if err := os.Rename(exe, previous); err != nil {
+			return "", fmt.Errorf("selfupdate: keep %s as %s: %w", exe, previous, err)
+		}
+	}
+	if err := os.Rename(tmp, exe); err != nil {
+		_ = restore(previous, exe)
+		return "", fmt.Errorf("selfupdate: rename %s over %s: %w", tmp, exe, err)
+	}
+	syncDir(filepath.Dir(exe))
+	return previous, nil
+}
+
+// restore renames previous back over exe.
+func restore(previous, exe string) error {
+	if err := os.Rename(previous, exe); err != nil {
+		return fmt.Errorf("selfupdate: restore %s over %s: %w", previous, exe, err)
+	}
+	syncDir(filepath.Dir(exe))
+	return nil
+}
+
+// syncDir makes renames in dir durable; a failure only weakens that.
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+}
+
+// execNew starts the watchdog and executes the installed binary. When
+// either fails the previous binary is put back and the error returned.
+func (u *Updater) execNew(version, previous string) error {
+	exe := u.opt.Executable
+	m := Marker{From: u.opt.Running, To: version, Previous: previous,
+		Deadline: u.opt.Now().Add(u.opt.Confirm),
+		Ready:    filepath.Join(filepath.Dir(exe), fmt.Sprintf(".nymph-ota-%d.ready", os.Getpid()))}
+	os.Remove(m.Ready)
+	env := m.Environ(u.opt.Env)
+	pid, err := u.opt.Watch(previous, u.opt.Args, env)
+	if err != nil {
+		_ = restore(previous, exe)
+		return fmt.Errorf("selfupdate: start the rollback watchdog: %w", err)
+	}
+	m.Watchdog = pid
+	env = m.Environ(u.opt.Env)
+	err = u.opt.Exec(exe, u.opt.Args, env)
+	// Exec returned: the old image still runs. Put the old binary back
+	// and stop the watchdog, which would otherwise start a second daemon.
+	if p, ferr := os.FindProcess(pid); ferr == nil {
+		_ = p.Kill()
+		_, _ = p.Wait()
+	}
+	if rerr := restore(previous, exe); rerr != nil {
+		return errors.Join(fmt.Errorf("selfupdate: exec %s: %w", exe, err), rerr)
+	}
+	return fmt.Errorf("selfupdate: exec %s: %w", exe, err)
+}
