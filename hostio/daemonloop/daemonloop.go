@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/nymphd/nymph/hostio/introspect"
@@ -94,6 +95,11 @@ type Options struct {
 	// Revoked delivers the control plane's word that this host's key is
 	// revoked (hostio/signer reports it); the machine then exits.
 	Revoked <-chan string
+	// Updater carries out ota_update; nil logs the command and skips it.
+	Updater Updater
+	// FirstHello, when set, is called once on the loop goroutine when the
+	// first hello has succeeded (an updated binary confirms itself then).
+	FirstHello func()
 }
 
 // KeyRotator replaces the host's key on the control plane and on disk
@@ -137,6 +143,11 @@ type driver struct {
 
 	backoffUntil time.Time
 	runOutcomes  map[string]uint64
+
+	// otaBusy is true while an update downloads; helloSeen once
+	// FirstHello was called.
+	otaBusy   atomic.Bool
+	helloSeen bool
 }
 
 // Run drives the machine from Boot until it emits Exit, ctx ends (an
@@ -298,13 +309,13 @@ func (d *driver) do(eff daemon.Effect) {
 		}
 	case daemon.ReportState:
 		d.log.Info("daemon state", "state", e.State)
+		d.reportedState(e.State)
 	case daemon.Log:
 		d.log.LogAttrs(context.Background(), e.Level, e.Msg, e.Attrs...)
 	case daemon.RefreshCapabilities:
 		d.refresh(e)
 	case daemon.StartOTA:
-		d.log.Warn("ota_update is not supported by this build; skipped",
-			"command_id", e.CommandID, "version", e.Update.Version)
+		d.startOTA(e)
 	case daemon.RotateKey:
 		d.rotateKey(e)
 	default:
