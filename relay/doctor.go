@@ -1,0 +1,142 @@
+package relay
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+
+	"golang.org/x/sys/unix"
+)
+
+// PrefixReport is what InspectPrefix finds in a prefix, judged by the
+// rules the relay itself applies when it pumps one (nymph relay doctor).
+type PrefixReport struct {
+	// Path is the prefix, absolute with symlinks resolved.
+	Path string
+	// Machines counts the machine directories the relay would watch.
+	Machines int
+	// Pairs counts the complete pipe pairs it would pump; each holds one
+	// or two descriptors (see FileBudget).
+	Pairs int
+	// Spools counts the machine directories with a spool directory.
+	Spools int
+	// Problems name each directory or pipe the relay would refuse or
+	// leave unpumped, and why, sorted.
+	Problems []string
+}
+
+// InspectPrefix reads the prefix as the relay's discovery does, without
+// opening a pipe: a machine directory must resolve beneath the prefix
+// and pass the shared-writer rule; each req*.fifo needs its resp*.fifo
+// (and a resp its req), both FIFOs that pass the same rule. An error is
+// a prefix that cannot be opened or listed.
+func InspectPrefix(prefix string, allowSharedWriters bool) (PrefixReport, error) {
+	rt, err := openRoot(prefix)
+	if err != nil {
+		return PrefixReport{}, err
+	}
+	defer rt.close()
+	rep := PrefixReport{Path: rt.path}
+	ents, err := rt.readDir(".")
+	if err != nil {
+		return rep, err
+	}
+	seen := map[fileKey]bool{}
+	for _, e := range ents {
+		rel, st, err := rt.machineDir(e.Name())
+		if err != nil {
+			if errors.Is(err, errEscape) {
+				rep.Problems = append(rep.Problems, err.Error())
+			}
+			continue // not a directory: relay-upstream.json, the lock
+		}
+		if err := checkMode(&st, unix.S_IFDIR, allowSharedWriters, filepath.Join(rt.path, e.Name())); err != nil {
+			rep.Problems = append(rep.Problems, "machine directory refused: "+err.Error())
+			continue
+		}
+		if seen[keyOf(&st)] {
+			continue // another name of a directory already counted
+		}
+		seen[keyOf(&st)] = true
+		rep.Machines++
+		rep.inspectMachine(rt, rel, allowSharedWriters)
+	}
+	sort.Strings(rep.Problems)
+	return rep, nil
+}
+
+func (rep *PrefixReport) inspectMachine(rt *root, rel string, allowShared bool) {
+	ents, err := rt.readDir(rel)
+	if err != nil {
+		rep.Problems = append(rep.Problems, err.Error())
+		return
+	}
+	lanes := map[string][2]bool{} // lane → {req seen, resp seen}
+	for _, e := range ents {
+		if e.Name() == "spool" && e.IsDir() {
+			rep.Spools++
+		}
+		kind, lane, ok := parsePipeName(e.Name())
+		if !ok {
+			continue
+		}
+		got := lanes[lane]
+		if kind == "req" {
+			got[0] = true
+		} else {
+			got[1] = true
+		}
+		lanes[lane] = got
+	}
+	for lane, got := range lanes {
+		req, resp := rel+"/"+pipeName("req", lane), rel+"/"+pipeName("resp", lane)
+		switch {
+		case !got[1]:
+			rep.Problems = append(rep.Problems, fmt.Sprintf("relay: %s: no %s beside it: the pair is not pumped", filepath.Join(rt.path, req), pipeName("resp", lane)))
+			continue
+		case !got[0]:
+			rep.Problems = append(rep.Problems, fmt.Sprintf("relay: %s: no %s beside it: the pair is not pumped", filepath.Join(rt.path, resp), pipeName("req", lane)))
+			continue
+		}
+		ok := true
+		for _, p := range []string{resp, req} {
+			st, err := rt.lstat(p)
+			if err == nil {
+				err = checkMode(&st, unix.S_IFIFO, allowShared, filepath.Join(rt.path, p))
+			}
+			if err != nil {
+				rep.Problems = append(rep.Problems, "pipe refused: "+err.Error())
+				ok = false
+			}
+		}
+		if ok {
+			rep.Pairs++
+		}
+	}
+}
+
+// FileBudget is this process's open-file limit and the pipe budget the
+// relay derives from it (three quarters of the limit, less what it
+// reserves for everything else); ok is false when the limit is unknown
+// or unlimited.
+func FileBudget() (limit, budget int64, ok bool) {
+	limit, ok = openFileLimit()
+	if !ok {
+		return 0, 0, false
+	}
+	return limit, keptPipeBound(), true
+}
+
+// FileLimitFor is the smallest open-file limit whose pipe budget holds
+// both pipes of pairs pairs: keptPipeBound solved for the limit, about
+// (2 × pairs + 256) × 4/3 (the least L with L − ⌊L/4⌋ ≥ that need).
+func FileLimitFor(pairs int64) int64 {
+	need := 2*pairs + reservedFDs
+	return 4*(need-1)/3 + 1
+}
+
+// CAFingerprint is the fingerprint of the first certificate in the CA
+// file, as the relay writes it into relay-upstream.json ("" for none:
+// the system's roots).
+func CAFingerprint(caFile string) (string, error) { return caFingerprint(caFile) }
