@@ -100,6 +100,26 @@ type Options struct {
 	// FirstHello, when set, is called once on the loop goroutine when the
 	// first hello has succeeded (an updated binary confirms itself then).
 	FirstHello func()
+	// Supervisor, when set, hears the loop's state and its heartbeat: a
+	// service manager (systemd, through sd_notify in nymph daemon) is told
+	// ready, stopping and alive from it.
+	Supervisor Supervisor
+}
+
+// Supervisor is told, on the loop goroutine, how the daemon is doing.
+// Its calls must not block: the loop waits for them.
+type Supervisor interface {
+	// State is called after every step with the machine's
+	// Status().State (daemon.StatePolling, daemon.StateDraining, …),
+	// changed or not.
+	State(state string)
+	// Alive is called every AliveEvery while the loop goroutine takes
+	// events. It is called between steps, from the loop itself, so a
+	// loop that is stuck stops calling it: that is what a watchdog
+	// needs to see.
+	Alive()
+	// AliveEvery is how often Alive is called; 0 never calls it.
+	AliveEvery() time.Duration
 }
 
 // KeyRotator replaces the host's key on the control plane and on disk
@@ -148,6 +168,8 @@ type driver struct {
 	// FirstHello was called.
 	otaBusy   atomic.Bool
 	helloSeen bool
+	// heartbeat is the armed Supervisor.Alive timer, nil when none.
+	heartbeat Timer
 }
 
 // Run drives the machine from Boot until it emits Exit, ctx ends (an
@@ -155,6 +177,7 @@ type driver struct {
 func Run(ctx context.Context, opt Options) Result {
 	d := newDriver(opt)
 	defer d.stop()
+	d.armHeartbeat()
 	var ev daemon.Event = daemon.Boot{}
 	for {
 		for _, eff := range d.opt.Machine.Step(d.clock.Now(), ev) {
@@ -165,17 +188,47 @@ func Run(ctx context.Context, opt Options) Result {
 			d.do(eff)
 		}
 		d.publish()
-		select {
-		case x := <-d.events:
-			ev = d.unwrap(x)
-		case s := <-d.opt.Signals:
-			d.log.Info("signal received", "signal", string(s))
-			ev = daemon.Signal{Kind: s}
-		case msg := <-d.opt.Revoked:
-			ev = daemon.KeyRevoked{Message: msg}
-		case <-ctx.Done():
+		var stopped bool
+		if ev, stopped = d.next(ctx); stopped {
 			return Result{Code: 1, Reason: "stopped: " + context.Cause(ctx).Error()}
 		}
+	}
+}
+
+// next waits for the machine's next event; stopped is true when ctx ended
+// first. Heartbeats are answered here, between steps, without one.
+func (d *driver) next(ctx context.Context) (ev daemon.Event, stopped bool) {
+	for {
+		select {
+		case x := <-d.events:
+			if _, ok := x.(heartbeat); ok {
+				d.opt.Supervisor.Alive()
+				d.armHeartbeat()
+				continue
+			}
+			return d.unwrap(x), false
+		case s := <-d.opt.Signals:
+			d.log.Info("signal received", "signal", string(s))
+			return daemon.Signal{Kind: s}, false
+		case msg := <-d.opt.Revoked:
+			return daemon.KeyRevoked{Message: msg}, false
+		case <-ctx.Done():
+			return nil, true
+		}
+	}
+}
+
+// heartbeat is the loop's own event for Supervisor.Alive. Only one is
+// armed or queued at a time: the next is armed when one is taken, so a
+// stuck loop leaves a single one waiting.
+type heartbeat struct{}
+
+func (d *driver) armHeartbeat() {
+	if d.opt.Supervisor == nil {
+		return
+	}
+	if every := d.opt.Supervisor.AliveEvery(); every > 0 {
+		d.heartbeat = d.clock.AfterFunc(every, func() { d.feed(heartbeat{}) })
 	}
 }
 
@@ -236,6 +289,9 @@ func newDriver(opt Options) *driver {
 // children killed by the cancellation: an exit must not hang on them.
 func (d *driver) stop() {
 	close(d.done)
+	if d.heartbeat != nil {
+		d.heartbeat.Stop()
+	}
 	for _, a := range d.timers {
 		a.t.Stop()
 	}
@@ -252,6 +308,9 @@ func (d *driver) feed(ev any) {
 }
 
 func (d *driver) publish() {
+	if d.opt.Supervisor != nil {
+		d.opt.Supervisor.State(d.opt.Machine.Status().State)
+	}
 	if d.opt.Board == nil {
 		return
 	}
