@@ -146,6 +146,6 @@ func Instance(dir, what, hint, program string) func(context.Context) Result {
 		if err := lock.Release(); err != nil {
 			return Warn("", "%s %s: release the lock: %v", what, dir, err)
 		}
-		return OK("no other %s holds %s %s", program, what, dir)
+		return OK("%s %s is free: no other %s holds it", what, dir, program)
 	}
 }

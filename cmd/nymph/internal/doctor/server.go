@@ -41,9 +41,9 @@ type Server struct {
 	// CAFile is the CA its certificate must be signed by ("" trusts the
 	// system's roots).
 	CAFile string
-	// Setting names URL and CAFile in fixes ("[server] url and
-	// [server] ca_file", "--upstream and --ca-file").
-	Setting string
+	// URLSetting and CASetting name where URL and CAFile come from, in
+	// fixes ("[server] url (--server)", "--ca-file").
+	URLSetting, CASetting string
 	// Check names the reachability check, which the others point to when
 	// they cannot connect ("server-reachable").
 	Check string
@@ -74,6 +74,11 @@ func (s Server) get(ctx context.Context) (*http.Response, error) {
 		return nil, fmt.Errorf("GET %s: %w", s.healthz(), err)
 	}
 	resp, err := hc.Do(req)
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		// Its text repeats the method and URL every message here names.
+		return nil, ue.Err
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +109,7 @@ func (s Server) Reachable() func(context.Context) Result {
 			return Skip("no control plane URL given")
 		}
 		if _, err := url.Parse(s.URL); err != nil {
-			return Fail("correct "+s.Setting, "%s: %v", s.URL, err)
+			return Fail("correct "+s.URLSetting, "%s: %v", s.URL, err)
 		}
 		start := s.now()
 		resp, err := s.get(ctx)
@@ -113,7 +118,7 @@ func (s Server) Reachable() func(context.Context) Result {
 		case err != nil && unverified(err):
 			return Skip("%s answers, but its certificate does not verify (see %s-tls)", s.URL, strings.TrimSuffix(s.Check, "-reachable"))
 		case err != nil:
-			return Fail("start the control plane, or correct "+s.Setting+" to the address it listens on",
+			return Fail("start the control plane, or set "+s.URLSetting+" to the address it listens on",
 				"GET %s: %v", s.healthz(), err)
 		case resp.StatusCode != http.StatusOK:
 			return Fail("check that "+s.URL+" is a nymph control plane (nymph serve), not something else at that address",
@@ -136,12 +141,12 @@ func (s Server) TLS() func(context.Context) Result {
 		case u.Scheme == "http" && httpclient.IsLoopbackHost(u.Hostname()):
 			return Skip("plain http on loopback: nothing to verify")
 		case u.Scheme == "http":
-			return Warn("serve https (nymph serve's default) and give the daemon its CA ("+s.Setting+")",
+			return Warn("serve https (nymph serve's default) and give its CA here ("+s.CASetting+")",
 				"plain http to %s: the server is not verified and requests travel in clear", u.Host)
 		}
 		cfg, err := tlsca.ClientConfig(s.CAFile)
 		if err != nil {
-			return Fail("point "+s.Setting+" at nymph serve's DATA-DIR/tls/"+tlsca.CAFile, "%v", err)
+			return Fail("point "+s.CASetting+" at nymph serve's DATA-DIR/tls/"+tlsca.CAFile, "%v", err)
 		}
 		cfg.ServerName = u.Hostname()
 		port := u.Port()
@@ -196,7 +201,7 @@ func (s Server) mismatch(host string, cve *tls.CertificateVerificationError) Res
 			by += " (" + strings.Join(fps, ", ") + ")"
 		}
 	}
-	fix := "point " + s.Setting + " at the CA of the control plane this host joins: nymph serve's DATA-DIR/tls/" + tlsca.CAFile +
+	fix := "point " + s.CASetting + " at the CA of the control plane this host joins: nymph serve's DATA-DIR/tls/" + tlsca.CAFile +
 		" (`nymph serve status --data-dir DIR` prints its fingerprint)"
 	var ut *tlsca.UntrustedError
 	if errors.As(tlsca.Explain(cve), &ut) {
@@ -297,7 +302,7 @@ func (s Server) Signed(enabled bool, keyFile, tokenFile string) func(context.Con
 		defer hc.CloseIdle()
 		sig, err := signer.New(signer.Options{Next: hc, Key: key, ServerURL: s.URL, Random: rand.Reader, Now: s.now})
 		if err != nil {
-			return Fail("correct "+s.Setting, "%v", err)
+			return Fail("correct "+s.URLSetting, "%v", err)
 		}
 		resp, err := sig.RoundTrip(ctx, &transport.Request{Endpoint: wire.PathEvent, Body: msgp.AppendMapHeader(nil, 0)})
 		if err != nil {

@@ -25,8 +25,9 @@ type Tool struct {
 	NeededBy string
 	// Version returns the tool's version, "" when it could not be had.
 	Version func(ctx context.Context, path string) string
-	// NoVersion explains a tool found but without a version.
-	NoVersion string
+	// NoVersion explains a tool found but without a version, and
+	// NoVersionFix says what to do about it.
+	NoVersion, NoVersionFix string
 }
 
 // ToolCheck looks tool up on PATH and asks its version.
@@ -45,13 +46,19 @@ func ToolCheck(t Tool, lookPath func(string) (string, error)) func(context.Conte
 		}
 		v := t.Version(ctx, path)
 		if v == "" {
-			why := t.NoVersion
+			why, fix := t.NoVersion, t.NoVersionFix
 			if why == "" {
-				why = fmt.Sprintf("`%s --version` printed nothing", path)
+				why = "it printed no version"
 			}
-			return Warn("check that "+path+" runs for the daemon's user", "%s found at %s, but %s", t.Name, path, why)
+			if fix == "" {
+				fix = "check that " + path + " runs for the daemon's user"
+			}
+			if t.NeededBy == "" {
+				return Skip("%s found at %s, but %s (nothing configured needs it)", t.Name, path, why)
+			}
+			return Warn(fix, "%s found at %s, but %s, and %s needs it", t.Name, path, why, t.NeededBy)
 		}
-		return OK("%s %s (%s)", t.Name, v, path)
+		return OK("%s at %s", v, path)
 	}
 }
 
