@@ -164,6 +164,9 @@ func daemonMain(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, log *
 		Log:      log,
 		Keys:     id.rotator(),
 		Revoked:  id.revokedChan(),
+
+		// systemd's READY, STOPPING and watchdog, when it started the daemon.
+		Supervisor: newSupervisor(env.getenv, log),
 	})
 	if res.Code != 0 {
 		fmt.Fprintf(env.stderr, "nymph daemon: %s\n", res.Reason)
