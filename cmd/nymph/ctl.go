@@ -36,7 +36,7 @@ func ctlCommands() map[string]ctlCommand {
 		"setup":       {"setup WORKER --script FILE [--sudo] [--refresh-capabilities] [--name N]", "queue a setup script", ctlSetup},
 		"hibernate":   {"hibernate WORKER --until RFC3339|+DURATION", "send a worker to sleep", ctlHibernate},
 		"reset":       {"reset WORKER", "reset a worker's poll backoff", ctlReset},
-		"update":      {"update WORKER --version V --url URL --sha256 HEX", "ask a worker to replace its binary", ctlUpdate},
+		"update":      {"update WORKER|--all [--version V] [--url URL --sha256 HEX] [--wait D]", "have workers replace their binary (from serve --releases unless --url)", ctlUpdate},
 		"run":         {"run --queue Q --runner R [--run-config JSON|@FILE] [--args FILE] [--module M --qualname Q] [--image I] [--wait]", "queue a function invocation", ctlRunInvocation},
 		"invocations": {"invocations [ID [--wait]] [--json]", "list invocations, or show one (--wait: until it ends)", ctlInvocations},
 		"logs":        {"logs EXEC_ID [--follow]", "print an exec's streamed output", ctlLogs},
@@ -479,29 +479,6 @@ func checkSHA256(s string) error {
 		return fmt.Errorf("%q: not hex", s)
 	}
 	return nil
-}
-
-func ctlUpdate(ctx context.Context, c *ctlRun, args []string) int {
-	fs := c.flags("update")
-	version := fs.String("version", "", "the version to install")
-	url := fs.String("url", "", "where the worker downloads the binary")
-	sum := fs.String("sha256", "", "the binary's sha256, 64 hex characters")
-	pos, _, st := c.prepare("update", fs, args, 1, false, "version")
-	if st >= 0 {
-		return st
-	}
-	if !strings.HasPrefix(*url, "https://") && !strings.HasPrefix(*url, "http://") {
-		return c.usageErr("update", "--url must be an http(s) URL, got %q", *url)
-	}
-	if err := checkSHA256(*sum); err != nil {
-		return c.usageErr("update", "--sha256 %v", err)
-	}
-	worker, st := c.worker(ctx, pos[0])
-	if st >= 0 {
-		return st
-	}
-	acc, err := c.client.Update(ctx, worker, operator.UpdateRequest{Version: *version, URL: *url, SHA256: strings.ToLower(*sum)})
-	return c.accepted(acc, err, "ota_update")
 }
 
 func ctlRunInvocation(ctx context.Context, c *ctlRun, args []string) int {

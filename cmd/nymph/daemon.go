@@ -38,6 +38,9 @@ func runDaemon(ctx context.Context, env *cliEnv, args []string) int {
 	if len(args) > 0 && args[0] == "join" {
 		return runDaemonJoin(ctx, env, args[1:])
 	}
+	if len(args) > 0 && args[0] == "ota-watch" {
+		return runOTAWatch(ctx, env, args[1:])
+	}
 	fs := flag.NewFlagSet("nymph daemon", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
 	flags := daemonconfig.Register(fs)
@@ -148,6 +151,7 @@ func daemonMain(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, log *
 	// the registry only finds the runner of the kind it names.
 	registry := runners.NewRegistry(runners.Config{Root: cfg.Runtime.Workdir, Entry: cfg.Runtime.Entry, Log: log}, offered...)
 
+	ota := startOTA(ctx, env, cfg, log)
 	res := daemonloop.Run(ctx, daemonloop.Options{
 		Machine:     daemon.New(mcfg, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))),
 		Transport:   tr,
@@ -158,12 +162,14 @@ func daemonMain(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, log *
 			return wire.Capabilities{Runners: hostprobe.MergeRunners(cfg.Runtime.Runners, detected),
 				MaxInvocations: wire.Int(cfg.Runtime.MaxInvocations), Workdir: cfg.Runtime.Workdir}, nil
 		},
-		Signals:  signalKinds(ctx, env.signals),
-		Board:    board,
-		Versions: mcfg.Versions,
-		Log:      log,
-		Keys:     id.rotator(),
-		Revoked:  id.revokedChan(),
+		Signals:    signalKinds(ctx, env.signals),
+		Board:      board,
+		Versions:   mcfg.Versions,
+		Log:        log,
+		Keys:       id.rotator(),
+		Revoked:    id.revokedChan(),
+		Updater:    ota.updater,
+		FirstHello: ota.firstHello,
 
 		// systemd's READY, STOPPING and watchdog, when it started the daemon.
 		Supervisor: newSupervisor(env.getenv, log),

@@ -52,6 +52,7 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 	requireSigs := flags.Bool("require-signatures", false, "refuse every unsigned daemon request, bearer or not: turn it on once every host joined with a token")
 	trustRelays := flags.Bool("trust-relay-daemons", false, "accept a daemon request that carries a valid relay token and no daemon bearer (a relay frame without headers, as daemons of protocol \"1\" write) as that of a daemon holding the bearer")
 	target := flags.String("target-version", "", "nymph version every daemon should run (sent as target_nymph_version)")
+	releases := flags.String("releases", "", "directory of nymph-{os}-{arch}-{version} binaries and their SHA256SUMS (make release's dist/), served on /v1/releases/ for nymph ctl update")
 	retain := flags.Duration("retain", 24*time.Hour, "how long finished execs (with their logs) and invocations are kept; 0 keeps them forever")
 	verbose := flags.Bool("v", false, "log every request-level decision at debug level")
 	maxWorkers := flags.Int("max-workers", plane.DefaultMaxWorkers, "how many workers (lost ones included) serve registers; the hello of a new machine past it is refused 503 with Retry-After")
@@ -97,7 +98,7 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 	log := slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: level}))
 	if err := serve(ctx, env, log, serveOptions{
 		listen: *listen, dataDir: *dataDir, tokenFile: *tokenFile, relayTokenFile: *relayTokenFile,
-		adminFile: *adminFile, store: *storeKind, publicURL: *publicURL, target: *target, retain: *retain,
+		adminFile: *adminFile, store: *storeKind, publicURL: *publicURL, target: *target, retain: *retain, releases: *releases,
 		trustRelayDaemons: *trustRelays, maxWorkers: *maxWorkers, maxLargeBodies: *maxLargeBodies, insecureOpen: *insecureOpen,
 		sans: sans, insecureHTTP: *insecureHTTP, requireSignatures: *requireSigs,
 	}); err != nil {
@@ -109,8 +110,10 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 
 type serveOptions struct {
 	listen, dataDir, tokenFile, relayTokenFile, adminFile, store, publicURL, target string
-	retain                                                                          time.Duration
-	trustRelayDaemons                                                               bool
+	// releases is planeserver.Config.Releases.
+	releases          string
+	retain            time.Duration
+	trustRelayDaemons bool
 	// maxWorkers is plane.Config.MaxWorkers, maxLargeBodies
 	// planeserver.Config.MaxLargeBodies; insecureOpen allows daemon routes
 	// without a bearer on an address other hosts reach.
@@ -254,9 +257,9 @@ func serve(ctx context.Context, env *cliEnv, log *slog.Logger, o serveOptions) e
 		Store: store, Blobs: blobs,
 		DaemonToken: daemonTok, RelayToken: relayTok, AdminToken: adminTok,
 		PublicURL: base, TrustRelayDaemons: o.trustRelayDaemons, MaxLargeBodies: o.maxLargeBodies, CAFingerprint: caFingerprint,
-		RequireSignatures: o.requireSignatures, OtherAudiences: audiences,
-		Plane:             plane.Config{Entropy: rand.Reader, TargetVersion: o.target, Retain: o.retain, MaxWorkers: o.maxWorkers},
-		Log:               log,
+		RequireSignatures: o.requireSignatures, OtherAudiences: audiences, Releases: o.releases,
+		Plane: plane.Config{Entropy: rand.Reader, TargetVersion: o.target, Retain: o.retain, MaxWorkers: o.maxWorkers},
+		Log:   log,
 	})
 	if err != nil {
 		ln.Close()

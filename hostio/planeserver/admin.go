@@ -87,6 +87,11 @@ func (s *Server) adminHandler(rt adminRoute) http.HandlerFunc {
 			adminError(w, http.StatusBadRequest, "malformed request body: "+err.Error())
 			return
 		}
+		if u, ok := req.(plane.EnqueueUpdate); ok && u.Body.URL == "" && u.Body.SHA256 == "" {
+			if req, ok = s.deriveUpdate(w, r, u); !ok {
+				return
+			}
+		}
 		s.finishAdmin(w, r, req)
 	}
 }

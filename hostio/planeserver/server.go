@@ -57,6 +57,10 @@ type Config struct {
 	// of a streamed exec is built from it, because protocol "1" hands the
 	// daemon a URL, not a path. Required.
 	PublicURL string
+	// Releases is serve --releases: a directory of nymph-{os}-{arch}-{version}
+	// binaries and their SHA256SUMS, served on operator.PathRelease; an
+	// update without a url is derived from it. Empty serves none.
+	Releases string
 	// AdminToken is the bearer of the operator API; required.
 	AdminToken string
 	// Plane is the core's policy; Entropy is required.

@@ -32,6 +32,10 @@ const (
 	PathKill        = "/v1/admin/invocations/{id}/kill"   // POST → Invocation, or 409 when running
 	PathRevokeKey   = "/v1/admin/workers/{id}/revoke-key" // POST {} → KeyRevoked, or 409 without a key
 	PathTokens      = "/v1/admin/tokens"                  // POST TokenRequest → TokenCreated; GET → []Token
+	// PathRelease serves a binary of serve --releases, or its SHA256SUMS,
+	// with no credential asked for: a daemon checks what it downloads by
+	// the sha256 of its ota_update.
+	PathRelease = "/v1/releases/{name}" // GET → the file
 )
 
 // Worker is one registered daemon as the control plane sees it.
@@ -118,6 +122,9 @@ type UpdateRequest struct {
 type CommandAccepted struct {
 	CommandID string `json:"command_id"`
 	WorkerID  string `json:"worker_id"`
+	// Version is the version an update was queued for (the server may
+	// have picked the latest release); empty for other commands.
+	Version string `json:"version,omitempty"`
 }
 
 // RunRequest queues a function invocation on a queue.

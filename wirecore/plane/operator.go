@@ -184,7 +184,9 @@ func (p *Plane) onEnqueueUpdate(now time.Time, e EnqueueUpdate) {
 	raw, _ := (&wire.OTAUpdate{Version: r.Version, URL: r.URL, SHA256: strings.ToLower(r.SHA256)}).MarshalMsg(nil)
 	w.rec.TargetVersion = r.Version
 	p.putWorker(w)
-	p.enqueueSimple(e.Req, w, wire.KindOTAUpdate, raw, now)
+	c := p.enqueue(w, wire.KindOTAUpdate, raw, now, nil)
+	p.wakeWorker(w, now)
+	p.reply(e.Req, StatusOK, operator.CommandAccepted{CommandID: c.ID, WorkerID: w.ID(), Version: r.Version})
 }
 
 func (p *Plane) enqueueSimple(req RequestID, w *worker, kind string, body []byte, now time.Time) {

@@ -136,10 +136,11 @@ func escapeC1(b []byte) []byte {
 // Every cell is Printable.
 func WriteWorkers(w io.Writer, ws []operator.Worker, now time.Time) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tLABEL\tSTATE\tQUEUES\tRUNNERS\tRUNNING\tPENDING\tLAST SEEN")
+	fmt.Fprintln(tw, "ID\tLABEL\tSTATE\tVERSION\tQUEUES\tRUNNERS\tRUNNING\tPENDING\tLAST SEEN")
 	for _, wk := range ws {
-		Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n",
-			wk.ID, dash(wk.Label), wk.State, list(wk.Queues, "default"),
+		version, _ := wk.Versions["daemon"].(string)
+		Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n",
+			wk.ID, dash(wk.Label), wk.State, dash(version), list(wk.Queues, "default"),
 			list(wk.Capabilities.Runners, "-"), wk.Running, wk.PendingCommands,
 			ago(now, wk.LastSeenEpochS))
 	}

@@ -57,12 +57,13 @@ func TestTables(t *testing.T) {
 	now := time.Unix(1000, 0)
 	var b bytes.Buffer
 	WriteWorkers(&b, []operator.Worker{
-		{ID: "w1", Label: "a", State: "active", Queues: []string{"gpu"}, Capabilities: wire.Capabilities{Runners: []string{"process", "docker"}}, LastSeenEpochS: 997},
-		{ID: "worker-two", State: "setting_up", PendingCommands: 2},
+		{ID: "w1", Label: "a", State: "active", Versions: map[string]any{"daemon": "1.4.0", "arch": "x86_64"},
+			Queues: []string{"gpu"}, Capabilities: wire.Capabilities{Runners: []string{"process", "docker"}}, LastSeenEpochS: 997},
+		{ID: "worker-two", State: "setting_up", Versions: map[string]any{"daemon": nil}, PendingCommands: 2},
 	}, now)
-	want := "ID          LABEL  STATE       QUEUES   RUNNERS         RUNNING  PENDING  LAST SEEN\n" +
-		"w1          a      active      gpu      process,docker  0        0        3s ago\n" +
-		"worker-two  -      setting_up  default  -               0        2        never\n"
+	want := "ID          LABEL  STATE       VERSION  QUEUES   RUNNERS         RUNNING  PENDING  LAST SEEN\n" +
+		"w1          a      active      1.4.0    gpu      process,docker  0        0        3s ago\n" +
+		"worker-two  -      setting_up  -        default  -               0        2        never\n"
 	if b.String() != want {
 		t.Fatalf("workers table:\n%s\nwant:\n%s", b.String(), want)
 	}
@@ -72,7 +73,7 @@ func TestTablesEscapeServerStrings(t *testing.T) {
 	now := time.Unix(1000, 0)
 	var b bytes.Buffer
 	WriteWorkers(&b, []operator.Worker{{
-		ID: "w1\x1b[A", Label: hostile, State: "active\x7f", Queues: []string{"q\u009b", "r\x9b"},
+		ID: "w1\x1b[A", Label: hostile, State: "active\x7f", Versions: map[string]any{"daemon": "1\x1b[2J"}, Queues: []string{"q\u009b", "r\x9b"},
 		Capabilities: wire.Capabilities{Runners: []string{"process\r"}}, LastSeenEpochS: 997,
 	}}, now)
 	WriteInvocations(&b, []operator.Invocation{{
@@ -83,7 +84,7 @@ func TestTablesEscapeServerStrings(t *testing.T) {
 	if strings.ContainsAny(out, "\x1b\x07\x7f\r\u009b") {
 		t.Fatalf("a control character reached the table:\n%q", out)
 	}
-	for _, want := range []string{`w1\x1b[A`, `\x1b]0;pwned\a\x1b[2J`, `active\x7f`, `q\u009b,r\x9b`, `process\r`, `Boom\x1b[31m: red\x1b[0m`} {
+	for _, want := range []string{`w1\x1b[A`, `\x1b]0;pwned\a\x1b[2J`, `active\x7f`, `1\x1b[2J`, `q\u009b,r\x9b`, `process\r`, `Boom\x1b[31m: red\x1b[0m`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %s:\n%s", want, out)
 		}

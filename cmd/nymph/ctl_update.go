@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nymphd/nymph/cmd/nymph/internal/termtext"
+	"github.com/nymphd/nymph/hostio/opclient"
+	"github.com/nymphd/nymph/wirecore/operator"
+)
+
+// updatePollEvery is how often ctl update --wait looks at the workers.
+const updatePollEvery = time.Second
+
+// ctlUpdate queues an ota_update on one worker or on all of them. Without
+// --url the server derives the url and sha256 for each worker from its
+// --releases directory and the worker's platform (the latest version when
+// --version is not given). With --wait (the default for --all) it waits
+// for each worker to come back and reports: updated, not updated (rolled
+// back or refused: the daemon's log says which), unreachable.
+func ctlUpdate(ctx context.Context, c *ctlRun, args []string) int {
+	fs := c.flags("update")
+	all := fs.Bool("all", false, "update every worker that is not lost")
+	version := fs.String("version", "", "the version to install (default: the latest in serve's --releases)")
+	url := fs.String("url", "", "where the worker downloads the binary (default: serve's --releases)")
+	sum := fs.String("sha256", "", "the binary's sha256, 64 hex characters (with --url)")
+	wait := fs.Duration("wait", -1, "how long to wait for the workers to come back with the version (default: 5m with --all, none for one worker)")
+	want := 1
+	if len(args) > 0 && (args[0] == "--all" || args[0] == "-all") {
+		want = 0
+	}
+	pos, _, st := c.prepare("update", fs, args, want, false)
+	if st >= 0 {
+		return st
+	}
+	if *all == (len(pos) > 0) {
+		return c.usageErr("update", "name one WORKER or --all")
+	}
+	req := operator.UpdateRequest{Version: *version}
+	if *url != "" || *sum != "" {
+		if !strings.HasPrefix(*url, "https://") && !strings.HasPrefix(*url, "http://") {
+			return c.usageErr("update", "--url must be an http(s) URL, got %q", *url)
+		}
+		if err := checkSHA256(*sum); err != nil {
+			return c.usageErr("update", "--sha256 %v", err)
+		}
+		if *version == "" {
+			return c.usageErr("update", "--version is required with --url")
+		}
+		req.URL, req.SHA256 = *url, strings.ToLower(*sum)
+	}
+	if *wait < 0 {
+		*wait = 0
+		if *all {
+			*wait = 5 * time.Minute
+		}
+	}
+	var targets []string
+	if *all {
+		ws, err := c.client.Workers(ctx)
+		if err != nil {
+			return c.fail(err)
+		}
+		for _, w := range ws {
+			if w.State != "lost" {
+				targets = append(targets, w.ID)
+			}
+		}
+		if len(targets) == 0 {
+			termtext.Fprintf(c.env.stderr, "nymph ctl: no workers to update\n")
+			return 1
+		}
+	} else {
+		id, st := c.worker(ctx, pos[0])
+		if st >= 0 {
+			return st
+		}
+		targets = []string{id}
+	}
+	outcomes := map[string]string{}
+	queued := map[string]string{} // worker → version it was sent
+	for _, id := range targets {
+		acc, err := c.client.Update(ctx, id, req)
+		var se *opclient.APIError
+		switch {
+		case errors.As(err, &se) && se.Status == 409:
+			outcomes[id] = se.Message
+		case err != nil && !*all:
+			return c.fail(err)
+		case err != nil:
+			outcomes[id] = "not queued: " + err.Error()
+		default:
+			queued[id] = acc.Version
+			termtext.Fprintf(c.env.stdout, "queued ota_update %s for worker %s (version %s)\n", acc.CommandID, acc.WorkerID, acc.Version)
+		}
+	}
+	if *wait > 0 && len(queued) > 0 {
+		waitUpdated(ctx, c, queued, outcomes, *wait)
+	}
+	failed := 0
+	for _, id := range targets {
+		o, done := outcomes[id]
+		if !done {
+			continue // queued, not waited for
+		}
+		if !strings.HasPrefix(o, "updated") {
+			failed++
+		}
+		termtext.Fprintf(c.env.stdout, "%s: %s\n", id, o)
+	}
+	if failed > 0 {
+		return 1
+	}
+	return 0
+}
+
+// waitUpdated waits until every queued worker reports the version it was
+// sent, or wait passes, and records each one's outcome.
+func waitUpdated(ctx context.Context, c *ctlRun, queued, outcomes map[string]string, wait time.Duration) {
+	deadline := time.Now().Add(wait)
+	last := map[string]string{}
+	for {
+		ws, err := c.client.Workers(ctx)
+		if err == nil {
+			for _, w := range ws {
+				v, _ := w.Versions["daemon"].(string)
+				last[w.ID] = v
+				if want, ok := queued[w.ID]; ok && v == want {
+					outcomes[w.ID] = "updated to " + want
+					delete(queued, w.ID)
+				}
+			}
+		}
+		if len(queued) == 0 || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(updatePollEvery):
+		}
+	}
+	for id, want := range queued {
+		outcomes[id] = fmt.Sprintf("not updated: still runs %s, not %s, after %v (rolled back or refused: the daemon's log says which)", last[id], want, wait)
+	}
+}
