@@ -7,7 +7,7 @@ FUZZTIME ?= 30s
 PKGS := ./...
 WASM_PKGS := ./wirecore/...
 
-.PHONY: all build gen gen-check vet test test-unit test-wasm test-js test-wasip1 testscripts fuzz bench demo clean
+.PHONY: all build gen gen-check vet test test-unit test-wasm test-js test-wasip1 testscripts fuzz bench demo clean release
 
 all: build
 
@@ -62,6 +62,26 @@ bench:
 ## demo: build nymph and run `nymph dev` (serve + daemon + a short tour).
 demo: build
 	$(BIN)/nymph dev
+
+## release: static, CGO-free binaries for every platform in PLATFORMS,
+## named nymph-OS-ARCH-VERSION (no .exe: the name the control plane's
+## update URLs use), and DIST/SHA256SUMS over every nymph-* in DIST, so
+## `nymph serve --releases DIST` serves them and install.sh checks them.
+##   make release VERSION=1.2.3 [DIST=dist] [PLATFORMS="linux/amd64 …"]
+DIST ?= dist
+PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
+release:
+	@case "$(VERSION)" in ""|*[!A-Za-z0-9.+_-]*) echo "make release: VERSION=x.y.z (letters, digits and . + _ -) is required" >&2; exit 2;; esac
+	@mkdir -p $(DIST)
+	@set -e; for p in $(PLATFORMS); do \
+	  os=$${p%/*}; arch=$${p#*/}; out=$(DIST)/nymph-$$os-$$arch-$(VERSION); \
+	  echo "build $$out"; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath \
+	    -ldflags "-s -w -X main.Version=$(VERSION)" -o $$out.tmp ./cmd/nymph; \
+	  mv $$out.tmp $$out; \
+	done
+	@cd $(DIST) && sha256sum nymph-*-*-* | grep -v '\.tmp$$' > SHA256SUMS.tmp && mv SHA256SUMS.tmp SHA256SUMS
+	@echo "$(DIST)/SHA256SUMS:"; cat $(DIST)/SHA256SUMS
 
 clean:
 	rm -rf $(BIN)

@@ -37,6 +37,8 @@
 //     and replacing a private file atomically. daemon, serve, ctl, relay.
 //   - signer: the daemon's host key on the wire: every request signed,
 //     the key rotated, a revocation recognised. daemon (and its join).
+//   - sdnotify: systemd's notify protocol (READY, STOPPING, WATCHDOG,
+//     STATUS to NOTIFY_SOCKET), a no-op without it. daemon.
 //   - shellexec: one exec, `bash -c` in its own process group, with the
 //     output caps and streaming. daemon.
 //   - spoolclient: the spool-directory relay transport, the daemon's side.
