@@ -372,8 +372,9 @@ func logonTaskScript(s Spec) []byte {
 	line(`</Task>`)
 	line("NYMPH_TASK_XML")
 	line("")
-	line(`esc=${user//&/&amp;}; esc=${esc//</&lt;}; esc=${esc//>/&gt;}`)
-	line(`definition=${definition//@NYMPH_USER@/$esc}`)
+	// Quoted replacements: bash 5.2 reads an unquoted "&" there as the match.
+	line(`esc=${user//&/"&amp;"}; esc=${esc//</"&lt;"}; esc=${esc//>/"&gt;"}`)
+	line(`definition=${definition//@NYMPH_USER@/"$esc"}`)
 	line(`{ printf '\xff\xfe'; printf '%%s\n' "$definition" | iconv -f UTF-8 -t UTF-16LE; } > "$dir/task.xml"`)
 	line(`MSYS_NO_PATHCONV=1 schtasks /Create /F /TN "$task" /XML "$(cygpath -w "$dir/task.xml")"`)
 	line(`echo "registered the logon task $task for $user; start it now with: schtasks //Run //TN $task"`)

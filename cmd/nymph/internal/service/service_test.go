@@ -3,6 +3,7 @@ package service
 import (
 	"bytes"
 	"encoding/xml"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -191,15 +192,7 @@ func TestWindowsLogonTaskScript(t *testing.T) {
 			t.Errorf("script lacks %q:\n%s", want, script)
 		}
 	}
-	if bash, err := exec.LookPath("bash"); err == nil {
-		p := filepath.Join(t.TempDir(), "install.sh")
-		if err := os.WriteFile(p, []byte(script), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if out, err := exec.Command(bash, "-n", p).CombinedOutput(); err != nil {
-			t.Errorf("bash -n: %v\n%s", err, out)
-		}
-	}
+	runScript(t, script)
 	// The task XML between the heredoc markers parses.
 	_, rest, _ := strings.Cut(script, "<<'NYMPH_TASK_XML' || true\n")
 	body, _, _ := strings.Cut(rest, "\nNYMPH_TASK_XML\n")
@@ -244,4 +237,51 @@ func between(s, start, end string) string {
 	_, rest, _ := strings.Cut(s, start)
 	in, _, _ := strings.Cut(rest, end)
 	return in
+}
+
+// runScript runs the Windows script under bash with stand-ins for
+// schtasks (which prints the XML it is handed, back from UTF-16) and
+// cygpath, and checks the definition it registers.
+func runScript(t *testing.T, script string) {
+	t.Helper()
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Log("bash not installed: the script is not run")
+		return
+	}
+	if _, err := exec.LookPath("iconv"); err != nil {
+		t.Log("iconv not installed: the script is not run")
+		return
+	}
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"schtasks": "#!/bin/bash\necho \"schtasks $*\"\niconv -f UTF-16 -t UTF-8 \"${@: -1}\"\n",
+		"cygpath":  "#!/bin/sh\necho \"$2\"\n",
+		"run.sh":   script,
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(bash, filepath.Join(dir, "run.sh"))
+	cmd.Env = append(os.Environ(), "PATH="+dir+":"+os.Getenv("PATH"), "USERNAME=bob<&>", "USERDOMAIN=CORP", "TMPDIR="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the script: %v\n%s", err, out)
+	}
+	text := string(out)
+	_, xmlDoc, _ := strings.Cut(text, "\n")
+	xmlDoc, _, _ = strings.Cut(xmlDoc, "\nregistered ")
+	var task struct {
+		User    string `xml:"Triggers>LogonTrigger>UserId"`
+		Command string `xml:"Actions>Exec>Command"`
+	}
+	dec := xml.NewDecoder(strings.NewReader(xmlDoc))
+	dec.CharsetReader = func(_ string, r io.Reader) (io.Reader, error) { return r, nil }
+	if err := dec.Decode(&task); err != nil || task.User != `CORP\bob<&>` {
+		t.Errorf("registered %+v (%v) from:\n%s", task, err, text)
+	}
+	if !strings.HasPrefix(text, "schtasks /Create /F /TN nymph-") {
+		t.Errorf("schtasks was called as %q", strings.SplitN(text, "\n", 2)[0])
+	}
 }
