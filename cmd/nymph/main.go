@@ -36,12 +36,14 @@ type cliEnv struct {
 
 func commands() map[string]command {
 	return map[string]command{
-		"daemon":  {"run the daemon: hello, long-poll, run commands", runDaemon},
-		"serve":   {"run the reference control plane", runServe},
-		"ctl":     {"talk to a control plane's operator API", runCtl},
-		"dev":     {"start serve and a daemon together and show a short tour", runDev},
-		"relay":   {"pump FIFO and spool frames to a control plane", runRelay},
-		"version": {"print the version", runVersion},
+		"daemon":          {"run the daemon: hello, long-poll, run commands", runDaemon},
+		"serve":           {"run the reference control plane", runServe},
+		"ctl":             {"talk to a control plane's operator API", runCtl},
+		"dev":             {"start serve and a daemon together and show a short tour", runDev},
+		"install-service": {"print a systemd unit, launchd plist or Windows logon task for the daemon, relay or serve", runInstallService},
+		"doctor":          {"check this host for a daemon: config, files, programs, the control plane", runDoctor},
+		"relay":           {"pump FIFO and spool frames to a control plane", runRelay},
+		"version":         {"print the version", runVersion},
 	}
 }
 
@@ -76,10 +78,14 @@ func usage(w io.Writer, cmds map[string]command) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	width := 0
+	for _, n := range names {
+		width = max(width, len(n))
+	}
 	fmt.Fprintln(w, "usage: nymph <command> [flags]")
 	fmt.Fprintln(w)
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-8s %s\n", n, cmds[n].summary)
+		fmt.Fprintf(w, "  %-*s  %s\n", width, n, cmds[n].summary)
 	}
 }
 

@@ -13,6 +13,9 @@ import (
 // runRelay parses the relay's flags (each also from the environment) and
 // runs it until SIGTERM or SIGINT.
 func runRelay(ctx context.Context, env *cliEnv, args []string) int {
+	if len(args) > 0 && args[0] == "doctor" {
+		return runRelayDoctor(ctx, env, args[1:])
+	}
 	fs := flag.NewFlagSet("nymph relay", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
 	var cfg relay.Config
