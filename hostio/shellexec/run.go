@@ -130,20 +130,18 @@ func spawnAndWait(ctx context.Context, ex wire.Exec, opt Options, out sink, log 
 
 	g := newGuard(cmd.Process.Pid, opt.KillGrace, log)
 	disarm := g.arm(ctx, timeoutOf(ex))
-	exit := watchExit(cmd.Process.Pid)
-	defer exit.close()
-	complete, err := collect(p, exit, out, opt.DrainGrace)
+	waitErr := awaitShell(cmd, p, out, opt.DrainGrace, log)
+	disarm()
+	return g.reaped(waitErr)
+}
+
+// noteCollected logs how reading the output ended, when not at EOF.
+func noteCollected(log *slog.Logger, complete bool, err error) {
 	if err != nil {
 		log.Warn("exec output unreadable; closing it", "err", err)
 	} else if !complete {
 		log.Warn("exec output still open after the shell exited; closing it")
 	}
-	// A background process still writing gets EPIPE rather than blocking.
-	p.closeOutput(streamStdout)
-	p.closeOutput(streamStderr)
-	waitErr := cmd.Wait()
-	disarm()
-	return g.reaped(waitErr)
 }
 
 func timeoutOf(ex wire.Exec) time.Duration {

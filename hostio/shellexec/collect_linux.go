@@ -3,6 +3,8 @@ package shellexec
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"os/exec"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -11,6 +13,20 @@ import (
 // exitPeekEvery is how often the shell's exit is checked while output is
 // still open, on a kernel without pidfds.
 const exitPeekEvery = 100 * time.Millisecond
+
+// awaitShell reads the child's output into out and reaps the shell. The
+// shell's exit is watched without reaping it, so its pid stays its own
+// while the output drains and the guard may still signal its group.
+func awaitShell(cmd *exec.Cmd, p *pipes, out sink, drain time.Duration, log *slog.Logger) error {
+	exit := watchExit(cmd.Process.Pid)
+	defer exit.close()
+	complete, err := collect(p, exit, out, drain)
+	noteCollected(log, complete, err)
+	// A background process still writing gets EPIPE rather than blocking.
+	p.closeOutput(streamStdout)
+	p.closeOutput(streamStderr)
+	return cmd.Wait()
+}
 
 // collect reads the child's stdout and stderr into out until both reach
 // EOF. It runs on the exec's own goroutine and waits in poll(2), so a
