@@ -6,6 +6,10 @@
 // the file's name and what it says of its holder (pid and command line),
 // and the message a refused start prints. It does not decide which
 // directory a program locks.
+//
+// On Windows the lock is LockFileEx on one byte far past the holder's
+// line, which Windows also drops when the process dies; locking the line
+// itself would keep a refused start from reading who holds it.
 package instancelock
 
 import (
@@ -15,8 +19,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
 // FileName is the lock file inside a locked directory.
@@ -60,13 +62,13 @@ func Acquire(dir, what, hint string) (*Lock, error) {
 		return nil, fmt.Errorf("lock %s %s: %w", what, dir, err)
 	}
 	path := filepath.Join(dir, FileName)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o600)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|openFlags, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s %s: %w", what, dir, err)
 	}
-	if err := flock(f); err != nil {
+	if err := lockFile(f); err != nil {
 		defer f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
+		if isHeld(err) {
 			held := &HeldError{What: what, Dir: dir, Hint: hint}
 			held.PID, held.Command = readHolder(f)
 			return nil, held
@@ -78,25 +80,6 @@ func Acquire(dir, what, hint string) (*Lock, error) {
 		return nil, fmt.Errorf("lock %s %s: %w", what, path, err)
 	}
 	return &Lock{f: f}, nil
-}
-
-func flock(f *os.File) error {
-	raw, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var lockErr error
-	if err := raw.Control(func(fd uintptr) {
-		for {
-			lockErr = unix.Flock(int(fd), unix.LOCK_EX|unix.LOCK_NB)
-			if lockErr != unix.EINTR {
-				return
-			}
-		}
-	}); err != nil {
-		return err
-	}
-	return lockErr
 }
 
 // writeHolder records this process in the lock file, for the message
