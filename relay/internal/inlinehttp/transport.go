@@ -320,14 +320,7 @@ func (pc *conn) stillOpen() bool {
 	if err != nil {
 		return false
 	}
-	open := false
-	err = rc.Read(func(fd uintptr) bool {
-		var b [1]byte
-		_, _, rerr := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		open = rerr == syscall.EAGAIN
-		return true // never wait
-	})
-	return err == nil && open
+	return idleOpen(rc)
 }
 
 // body hands the connection back for reuse once the response body was read
