@@ -22,7 +22,7 @@ type PrefixReport struct {
 	// Spools counts the machine directories with a spool directory.
 	Spools int
 	// Problems name each directory or pipe the relay would refuse or
-	// leave unpumped, and why, sorted.
+	// leave unpumped and why ("PATH: why"), sorted by path.
 	Problems []string
 }
 
@@ -47,12 +47,12 @@ func InspectPrefix(prefix string, allowSharedWriters bool) (PrefixReport, error)
 		rel, st, err := rt.machineDir(e.Name())
 		if err != nil {
 			if errors.Is(err, errEscape) {
-				rep.Problems = append(rep.Problems, err.Error())
+				rep.problem(filepath.Join(rt.path, e.Name()), "machine directory refused", err)
 			}
 			continue // not a directory: relay-upstream.json, the lock
 		}
 		if err := checkMode(&st, unix.S_IFDIR, allowSharedWriters, filepath.Join(rt.path, e.Name())); err != nil {
-			rep.Problems = append(rep.Problems, "machine directory refused: "+err.Error())
+			rep.problem(filepath.Join(rt.path, e.Name()), "machine directory refused", err)
 			continue
 		}
 		if seen[keyOf(&st)] {
@@ -69,7 +69,7 @@ func InspectPrefix(prefix string, allowSharedWriters bool) (PrefixReport, error)
 func (rep *PrefixReport) inspectMachine(rt *root, rel string, allowShared bool) {
 	ents, err := rt.readDir(rel)
 	if err != nil {
-		rep.Problems = append(rep.Problems, err.Error())
+		rep.problem(filepath.Join(rt.path, rel), "machine directory unreadable", err)
 		return
 	}
 	lanes := map[string][2]bool{} // lane → {req seen, resp seen}
@@ -93,10 +93,10 @@ func (rep *PrefixReport) inspectMachine(rt *root, rel string, allowShared bool) 
 		req, resp := rel+"/"+pipeName("req", lane), rel+"/"+pipeName("resp", lane)
 		switch {
 		case !got[1]:
-			rep.Problems = append(rep.Problems, fmt.Sprintf("relay: %s: no %s beside it: the pair is not pumped", filepath.Join(rt.path, req), pipeName("resp", lane)))
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%s: no %s beside it: the pair is not pumped", filepath.Join(rt.path, req), pipeName("resp", lane)))
 			continue
 		case !got[0]:
-			rep.Problems = append(rep.Problems, fmt.Sprintf("relay: %s: no %s beside it: the pair is not pumped", filepath.Join(rt.path, resp), pipeName("req", lane)))
+			rep.Problems = append(rep.Problems, fmt.Sprintf("%s: no %s beside it: the pair is not pumped", filepath.Join(rt.path, resp), pipeName("req", lane)))
 			continue
 		}
 		ok := true
@@ -106,7 +106,7 @@ func (rep *PrefixReport) inspectMachine(rt *root, rel string, allowShared bool) 
 				err = checkMode(&st, unix.S_IFIFO, allowShared, filepath.Join(rt.path, p))
 			}
 			if err != nil {
-				rep.Problems = append(rep.Problems, "pipe refused: "+err.Error())
+				rep.problem(filepath.Join(rt.path, p), "pipe refused", err)
 				ok = false
 			}
 		}
@@ -114,6 +114,15 @@ func (rep *PrefixReport) inspectMachine(rt *root, rel string, allowShared bool) 
 			rep.Pairs++
 		}
 	}
+}
+
+// problem records what the relay would refuse at path. err is the
+// relay's own error, which names the path too: only its cause is kept.
+func (rep *PrefixReport) problem(path, what string, err error) {
+	if cause := errors.Unwrap(err); cause != nil {
+		err = cause
+	}
+	rep.Problems = append(rep.Problems, fmt.Sprintf("%s: %s: %v", path, what, err))
 }
 
 // FileBudget is this process's open-file limit and the pipe budget the

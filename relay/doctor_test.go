@@ -3,6 +3,7 @@ package relay
 import (
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -54,15 +55,18 @@ func TestInspectPrefix(t *testing.T) {
 	want := []string{
 		"half/req.fifo: no resp.fifo beside it",
 		"half/resp.ctl.fifo: no req.ctl.fifo beside it",
-		"shared/resp.fifo: writable by every user",
-		"open: writable by every user",
-		"escape: resolves outside the prefix",
+		"shared/resp.fifo: pipe refused: writable by every user",
+		"open: machine directory refused: writable by every user",
+		"escape: machine directory refused: resolves outside the prefix",
 	}
 	all := strings.Join(rep.Problems, "\n")
 	for _, w := range want {
 		if !strings.Contains(all, w) {
 			t.Errorf("problems do not say %q:\n%s", w, all)
 		}
+	}
+	if !sort.StringsAreSorted(rep.Problems) {
+		t.Errorf("problems are not sorted:\n%s", all)
 	}
 	if len(rep.Problems) != len(want) {
 		t.Errorf("%d problems, want %d:\n%s", len(rep.Problems), len(want), all)
