@@ -326,6 +326,17 @@ func upstreamFile(prefix, upstream, caFile string) relayUpstream {
 // reportDoctor runs the checks and prints their report; the exit status
 // is 1 when any failed.
 func reportDoctor(ctx context.Context, env *cliEnv, checks []doctor.Check, asJSON bool) int {
+	// main routes SIGINT and SIGTERM to env.signals: the first one ends
+	// the checks still running, and what they found is still printed.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case sig := <-env.signals:
+			cancel(fmt.Errorf("doctor was interrupted (%s)", sig))
+		case <-ctx.Done():
+		}
+	}()
 	results := doctor.Run(ctx, checks, doctor.Options{})
 	write := doctor.WriteText
 	if asJSON {

@@ -144,7 +144,7 @@ func Instance(dir, what, hint, program string) func(context.Context) Result {
 			return Skip("cannot take the lock of %s %s: %v", what, dir, err)
 		}
 		if err := lock.Release(); err != nil {
-			return Warn("", "%s %s: release the lock: %v", what, dir, err)
+			return Warn("run doctor again: the kernel drops the lock when doctor exits", "%s %s: release the lock: %v", what, dir, err)
 		}
 		return OK("%s %s is free: no other %s holds it", what, dir, program)
 	}
