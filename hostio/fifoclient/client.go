@@ -23,6 +23,9 @@
 // POLLERR, at that moment (the relay sends nothing to say so). Both files
 // are on Go's poller, so a wait parks a goroutine, never an OS thread, and
 // context cancellation and the request timeout interrupt it.
+//
+// It needs a POSIX system: on Windows, New refuses with an error that
+// says so (pipe_windows.go).
 package fifoclient
 
 import (
@@ -52,6 +55,9 @@ const (
 	// exceed the relay's upstream timeout.
 	ReplyRaw ReplyMode = "raw"
 )
+
+// ErrNoRelay means no relay holds the request pipe open.
+var ErrNoRelay = errors.New("no relay is reading")
 
 // StallTimeout is how long a lane stays closed after a frame was cut off
 // mid-write: it exceeds the relay's default frame stall timeout (30 s), so
@@ -103,6 +109,9 @@ var laneName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 // New returns a client for cfg. It does not touch the pipes: a relay may
 // start after the daemon.
 func New(cfg Config) (*Client, error) {
+	if err := supported(); err != nil {
+		return nil, err
+	}
 	if cfg.Dir == "" {
 		return nil, errors.New("fifoclient: no relay directory")
 	}

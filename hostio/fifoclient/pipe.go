@@ -1,3 +1,5 @@
+//go:build unix
+
 package fifoclient
 
 import (
@@ -18,8 +20,8 @@ import (
 // in several reads.
 const readSize = 64 << 10
 
-// ErrNoRelay means no relay holds the request pipe open.
-var ErrNoRelay = errors.New("no relay is reading")
+// supported says the fifo transport works here.
+func supported() error { return nil }
 
 // keepDecoder bounds the decoder buffer a lane keeps between requests: a
 // rare large reply should not pin its size for the daemon's lifetime.
