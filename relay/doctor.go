@@ -66,6 +66,31 @@ func InspectPrefix(prefix string, allowSharedWriters bool) (PrefixReport, error)
 	return rep, nil
 }
 
+// InspectMachine is InspectPrefix for one machine directory, dir, as a
+// daemon behind the relay sees it ([server] relay_dir): its prefix is
+// the directory above.
+func InspectMachine(dir string, allowSharedWriters bool) (PrefixReport, error) {
+	rt, err := openRoot(filepath.Dir(filepath.Clean(dir)))
+	if err != nil {
+		return PrefixReport{}, err
+	}
+	defer rt.close()
+	rep := PrefixReport{Path: rt.path}
+	name := filepath.Base(filepath.Clean(dir))
+	rel, st, err := rt.machineDir(name)
+	if err != nil {
+		return rep, err
+	}
+	if err := checkMode(&st, unix.S_IFDIR, allowSharedWriters, filepath.Join(rt.path, name)); err != nil {
+		rep.problem(filepath.Join(rt.path, name), "machine directory refused", err)
+		return rep, nil
+	}
+	rep.Machines = 1
+	rep.inspectMachine(rt, rel, allowSharedWriters)
+	sort.Strings(rep.Problems)
+	return rep, nil
+}
+
 func (rep *PrefixReport) inspectMachine(rt *root, rel string, allowShared bool) {
 	ents, err := rt.readDir(rel)
 	if err != nil {

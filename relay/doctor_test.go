@@ -81,6 +81,17 @@ func TestInspectPrefix(t *testing.T) {
 		t.Errorf("with shared writers: machines %d, pairs %d, problems %q; want 5, 3 and 3 problems", rep.Machines, rep.Pairs, rep.Problems)
 	}
 
+	one, err := InspectMachine(filepath.Join(prefix, "good"), false)
+	if err != nil || one.Machines != 1 || one.Pairs != 2 || len(one.Problems) != 0 {
+		t.Errorf("one good machine: %+v, %v", one, err)
+	}
+	one, err = InspectMachine(filepath.Join(prefix, "shared")+"/", false)
+	if err != nil || one.Pairs != 0 || len(one.Problems) != 1 || !strings.Contains(one.Problems[0], "shared/resp.fifo: pipe refused") {
+		t.Errorf("one shared machine: %+v, %v", one, err)
+	}
+	if _, err := InspectMachine(filepath.Join(prefix, "absent"), false); err == nil {
+		t.Error("a machine directory that does not exist was inspected")
+	}
 	if _, err := InspectPrefix(filepath.Join(prefix, "absent"), false); err == nil {
 		t.Error("a prefix that does not exist was inspected")
 	}

@@ -117,6 +117,9 @@ func daemonHostChecks(cfg daemonconfig.Config, serverGiven bool) []doctor.Check 
 	srv := doctor.Server{URL: cfg.Server.URL, CAFile: cfg.Server.CAFile,
 		URLSetting: "[server] url (--server)", CASetting: "[server] ca_file (--ca-file, $" + daemonconfig.CAFileEnv + ")", Check: "server-reachable"}
 	names := []string{"server-reachable", "server-tls", "clock-skew", "signed-request"}
+	if cfg.Server.Transport != "direct" {
+		checks = append(checks, doctor.Check{Name: "relay-dir", Run: func(context.Context) doctor.Result { return relayDirCheck(cfg.Server) }})
+	}
 	if cfg.Server.Transport != "direct" && !serverGiven {
 		for _, n := range names {
 			checks = append(checks, doctor.Check{Name: n, Run: func(context.Context) doctor.Result {
@@ -132,6 +135,52 @@ func daemonHostChecks(cfg daemonconfig.Config, serverGiven bool) []doctor.Check 
 		doctor.Check{Name: names[2], Run: srv.Clock()},
 		doctor.Check{Name: names[3], Run: srv.Signed(cfg.Identity.Enabled, cfg.Identity.KeyFile, cfg.Server.TokenFile)},
 	)
+}
+
+// relayDirCheck checks a daemon's machine directory behind a relay:
+// for fifo, its pairs by the relay's own rules; for spool, its spool
+// directory; for both, the relay's word on its upstream beside it.
+func relayDirCheck(s daemonconfig.Server) doctor.Result {
+	dir := s.RelayDir
+	if dir == "" {
+		return doctor.Fail("set [server] relay_dir to PREFIX/<machine_id> of the relay", "[server] transport %q needs relay_dir", s.Transport)
+	}
+	found := ""
+	switch s.Transport {
+	case "fifo":
+		rep, err := relay.InspectMachine(dir, false)
+		switch {
+		case err != nil:
+			return doctor.Fail("create it with its pipes: mkfifo -m 600 "+dir+"/req.fifo "+dir+"/resp.fifo (the relay never creates pipes)", "[server] relay_dir: %v", err)
+		case len(rep.Problems) > 0:
+			return doctor.Fail("make each pair complete with mkfifo -m 600, and chmod o-w what every user may write (unless the relay runs with --allow-shared-writers)",
+				"[server] relay_dir %s: the relay would not pump %s", dir, strings.Join(rep.Problems, "; "))
+		case rep.Pairs == 0:
+			return doctor.Fail("mkfifo -m 600 "+dir+"/req.fifo "+dir+"/resp.fifo (the relay never creates pipes)", "[server] relay_dir %s holds no req.fifo/resp.fifo pair", dir)
+		}
+		found = fmt.Sprintf("%d pairs, well-formed", rep.Pairs)
+	case "spool":
+		st, err := os.Stat(filepath.Join(dir, "spool"))
+		if err != nil || !st.IsDir() {
+			return doctor.Fail("create "+filepath.Join(dir, "spool")+" where the relay's host sees it too", "[server] relay_dir %s has no spool directory", dir)
+		}
+		found = "a spool directory"
+	}
+	up := filepath.Join(filepath.Dir(filepath.Clean(dir)), wire.RelayUpstreamFile)
+	data, err := os.ReadFile(up)
+	if err != nil {
+		return doctor.Warn("start the relay on "+filepath.Dir(filepath.Clean(dir))+": it writes the file at start",
+			"[server] relay_dir %s: %s, but no %s beside it: %v", dir, found, wire.RelayUpstreamFile, err)
+	}
+	ru, err := wire.ParseRelayUpstream(data)
+	if err != nil {
+		return doctor.Fail("restart the relay, which writes it again", "%v", err)
+	}
+	if strings.TrimRight(ru.Server, "/") != strings.TrimRight(s.URL, "/") {
+		return doctor.Warn("set [server] url to the control plane the relay forwards to, or start the relay with --upstream "+s.URL,
+			"[server] relay_dir %s: %s, but the relay forwards to %s and [server] url is %s", dir, found, ru.Server, s.URL)
+	}
+	return doctor.OK("[server] relay_dir %s: %s; the relay forwards to %s", dir, found, ru.Server)
 }
 
 // hostToolChecks are the programs the daemon and its runners use. bash
