@@ -12,11 +12,13 @@ import (
 )
 
 // root is the prefix directory, held open so that every pipe and spool file
-// is opened beneath it: openat2 with RESOLVE_BENEATH refuses a symlink or
-// ".." that would leave the prefix, even one swapped in after a check.
+// is opened beneath it: openat2 with RESOLVE_BENEATH on Linux
+// (root_linux.go), a walk of openat calls elsewhere (root_other.go),
+// refuses a symlink or ".." that would leave the prefix, even one swapped
+// in after a check.
 type root struct {
 	path string // absolute, symlinks resolved
-	fd   int    // O_PATH|O_DIRECTORY
+	fd   int    // dirFlag|O_DIRECTORY
 	// noOpenat2 is set on kernels without openat2; opens then rely on the
 	// EvalSymlinks check done when a machine directory was admitted.
 	noOpenat2 atomic.Bool
@@ -31,7 +33,7 @@ func openRoot(prefix string) (*root, error) {
 	if err != nil {
 		return nil, fmt.Errorf("relay: prefix %s: %w", prefix, err)
 	}
-	fd, err := unix.Open(real, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(real, dirFlag|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("relay: open prefix %s: %w", real, err)
 	}
@@ -79,26 +81,6 @@ func (r *root) machineDir(name string) (string, unix.Stat_t, error) {
 	return rel, st, nil
 }
 
-// open opens rel beneath the prefix. The last component is never followed
-// when it is a symlink (O_NOFOLLOW): a pipe must be a pipe.
-func (r *root) open(rel string, flags int, mode uint32) (int, error) {
-	flags |= unix.O_CLOEXEC | unix.O_NOFOLLOW
-	if !r.noOpenat2.Load() {
-		fd, err := unix.Openat2(r.fd, rel, &unix.OpenHow{
-			Flags:   uint64(flags),
-			Mode:    uint64(mode),
-			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
-		})
-		if err != unix.ENOSYS && err != unix.EPERM {
-			return fd, openErr(r.path, rel, err)
-		}
-		// ENOSYS: an old kernel; EPERM: a seccomp filter that predates it.
-		r.noOpenat2.Store(true)
-	}
-	fd, err := unix.Openat(r.fd, rel, flags, mode)
-	return fd, openErr(r.path, rel, err)
-}
-
 func openErr(dir, rel string, err error) error {
 	switch err {
 	case nil:
@@ -117,7 +99,7 @@ var errShared = errors.New("writable by every user (o+w); start with --allow-sha
 // checkMode refuses what is not of kind (unix.S_IFIFO, S_IFDIR, S_IFREG)
 // and, unless shared writers are allowed, what others may write.
 func checkMode(st *unix.Stat_t, kind uint32, allowShared bool, path string) error {
-	if st.Mode&unix.S_IFMT != kind {
+	if uint32(st.Mode)&unix.S_IFMT != kind { // uint16 on macOS
 		return fmt.Errorf("relay: %s: %w", path, errWrongKind(kind))
 	}
 	if !allowShared && st.Mode&0o002 != 0 {

@@ -90,10 +90,10 @@ type spoolDirs struct{ req, resp int }
 func (rl *Relay) openSpoolDirs(spool string) (spoolDirs, error) {
 	d := spoolDirs{req: -1, resp: -1}
 	var err error
-	if d.req, _, err = rl.root.openChecked(spool+"/req", unix.O_PATH|unix.O_DIRECTORY, unix.S_IFDIR, rl.cfg.AllowSharedWriters); err != nil {
+	if d.req, _, err = rl.root.openChecked(spool+"/req", dirFlag|unix.O_DIRECTORY, unix.S_IFDIR, rl.cfg.AllowSharedWriters); err != nil {
 		return d, err
 	}
-	if d.resp, _, err = rl.root.openChecked(spool+"/resp", unix.O_PATH|unix.O_DIRECTORY, unix.S_IFDIR, rl.cfg.AllowSharedWriters); err != nil {
+	if d.resp, _, err = rl.root.openChecked(spool+"/resp", dirFlag|unix.O_DIRECTORY, unix.S_IFDIR, rl.cfg.AllowSharedWriters); err != nil {
 		unix.Close(d.req)
 		return d, err
 	}
