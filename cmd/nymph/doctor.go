@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/nymphd/nymph/cmd/nymph/internal/doctor"
 	"github.com/nymphd/nymph/hostio/daemonconfig"
@@ -48,17 +47,20 @@ func runDoctor(ctx context.Context, env *cliEnv, args []string) int {
 		// Every check is still listed: those that need the configuration
 		// say so, the programs on PATH are checked as for the defaults.
 		defaults := daemonconfig.Defaults()
-		for _, c := range daemonHostChecks(defaults, true) {
-			c.Run = func(context.Context) doctor.Result {
-				return doctor.Skip("the configuration does not load (see config)")
+		files, network := daemonHostChecks(defaults, true)
+		skip := func(cs []doctor.Check) []doctor.Check {
+			for i := range cs {
+				cs[i].Run = func(context.Context) doctor.Result {
+					return doctor.Skip("the configuration does not load (see config)")
+				}
 			}
-			checks = append(checks, c)
+			return cs
 		}
-		checks = slices.Insert(checks, 5, hostToolChecks(defaults)...)
+		checks = slices.Concat(checks, skip(files), hostToolChecks(defaults), skip(network))
 		return reportDoctor(ctx, env, checks, *asJSON)
 	}
-	checks = append(checks, daemonHostChecks(*cfg, flags.Server != nil)...)
-	checks = slices.Insert(checks, 5, hostToolChecks(*cfg)...)
+	files, network := daemonHostChecks(*cfg, flags.Server != nil)
+	checks = slices.Concat(checks, files, hostToolChecks(*cfg), network)
 	return reportDoctor(ctx, env, checks, *asJSON)
 }
 
@@ -102,11 +104,11 @@ func doctorConfig(env *cliEnv, flags *daemonconfig.Flags) (*daemonconfig.Config,
 }
 
 // daemonHostChecks are the checks of a host running a daemon on cfg that
-// read its configuration, in the order they are reported (the programs
-// on PATH, hostToolChecks, go after the first four). The control plane is checked directly
-// when the daemon reaches it so, or when --server names it.
-func daemonHostChecks(cfg daemonconfig.Config, serverGiven bool) []doctor.Check {
-	checks := []doctor.Check{
+// read its configuration: its files, then the way to the control plane,
+// each in the order they are reported. The control plane is checked
+// directly when the daemon reaches it so, or when --server names it.
+func daemonHostChecks(cfg daemonconfig.Config, serverGiven bool) (files, network []doctor.Check) {
+	files = []doctor.Check{
 		{Name: "token-file", Run: doctor.TokenFile("[server] token_file", cfg.Server.TokenFile,
 			"no [server] token_file: the daemon sends no bearer (it signs, or the plane takes none)")},
 		{Name: "identity-key", Run: doctor.IdentityKey(cfg.Identity.Enabled, cfg.Identity.KeyFile)},
@@ -114,27 +116,26 @@ func daemonHostChecks(cfg daemonconfig.Config, serverGiven bool) []doctor.Check 
 		{Name: "instance", Run: doctor.Instance(cfg.Runtime.Workdir, "daemon state directory",
 			"give this daemon another [runtime] workdir (--workdir)", "daemon")},
 	}
+	if cfg.Server.Transport != "direct" {
+		network = append(network, doctor.Check{Name: "relay-dir", Run: func(context.Context) doctor.Result { return relayDirCheck(cfg.Server) }})
+	}
 	srv := doctor.Server{URL: cfg.Server.URL, CAFile: cfg.Server.CAFile,
 		URLSetting: "[server] url (--server)", CASetting: "[server] ca_file (--ca-file, $" + daemonconfig.CAFileEnv + ")", Check: "server-reachable"}
-	names := []string{"server-reachable", "server-tls", "clock-skew", "signed-request"}
-	if cfg.Server.Transport != "direct" {
-		checks = append(checks, doctor.Check{Name: "relay-dir", Run: func(context.Context) doctor.Result { return relayDirCheck(cfg.Server) }})
+	server := []doctor.Check{
+		{Name: "server-reachable", Run: srv.Reachable()},
+		{Name: "server-tls", Run: srv.TLS()},
+		{Name: "clock-skew", Run: srv.Clock()},
+		{Name: "signed-request", Run: srv.Signed(cfg.Identity.Enabled, cfg.Identity.KeyFile, cfg.Server.TokenFile)},
 	}
 	if cfg.Server.Transport != "direct" && !serverGiven {
-		for _, n := range names {
-			checks = append(checks, doctor.Check{Name: n, Run: func(context.Context) doctor.Result {
+		for i := range server {
+			server[i].Run = func(context.Context) doctor.Result {
 				return doctor.Skip("[server] transport %q: the control plane is reached through the relay at %s (run nymph relay doctor on the relay's host, or pass --server to check it from here)",
 					cfg.Server.Transport, cfg.Server.RelayDir)
-			}})
+			}
 		}
-		return checks
 	}
-	return append(checks,
-		doctor.Check{Name: names[0], Run: srv.Reachable()},
-		doctor.Check{Name: names[1], Run: srv.TLS()},
-		doctor.Check{Name: names[2], Run: srv.Clock()},
-		doctor.Check{Name: names[3], Run: srv.Signed(cfg.Identity.Enabled, cfg.Identity.KeyFile, cfg.Server.TokenFile)},
-	)
+	return files, append(network, server...)
 }
 
 // relayDirCheck checks a daemon's machine directory behind a relay:
@@ -187,12 +188,7 @@ func relayDirCheck(s daemonconfig.Server) doctor.Result {
 // runs every exec; the others matter as far as cfg's runners and entry
 // program need them.
 func hostToolChecks(cfg daemonconfig.Config) []doctor.Check {
-	vs := &doctor.Versions{Run: func(ctx context.Context, name string, args ...string) ([]byte, error) {
-		cmd := exec.CommandContext(ctx, name, args...)
-		// A probe whose child left a grandchild holding stdout must end.
-		cmd.WaitDelay = 500 * time.Millisecond
-		return cmd.Output()
-	}, Timeout: hostprobe.DefaultTimeout}
+	vs := &doctor.Versions{Run: hostprobe.System(Version).Run, Timeout: hostprobe.DefaultTimeout}
 	runner := func(kinds ...string) string {
 		for _, k := range kinds {
 			if slices.Contains(cfg.Runtime.Runners, k) {

@@ -64,7 +64,8 @@ func ToolCheck(t Tool, lookPath func(string) (string, error)) func(context.Conte
 
 // Versions runs hostprobe's version probes (python3, docker, runsc) once
 // for every tool check that needs one, so doctor reports what the daemon
-// reports in its hello.
+// reports in its hello. The first check to ask runs them, bounded by its
+// context and Timeout; the others wait for its answer.
 type Versions struct {
 	once sync.Once
 	v    wire.Versions
@@ -118,9 +119,9 @@ func deref(s *string) string {
 	return *s
 }
 
-// FirstLine runs path with args and returns the first line of its output
-// with prefix removed, for tools hostprobe does not probe (bash, sbatch,
-// kubectl).
+// FirstLine runs path with args and returns the first line of its
+// output, from after cut when cut is in it, for tools hostprobe does not
+// probe (bash, sbatch, kubectl).
 func FirstLine(args []string, cut string) func(ctx context.Context, path string) string {
 	return func(ctx context.Context, path string) string {
 		cmd := exec.CommandContext(ctx, path, args...)
