@@ -249,7 +249,7 @@ func runRelayDoctor(ctx context.Context, env *cliEnv, args []string) int {
 	checks := []doctor.Check{
 		{Name: "prefix", Run: func(context.Context) doctor.Result { return prefixCheck(inspect) }},
 		{Name: "pairs", Run: func(context.Context) doctor.Result { return pairsCheck(inspect, *allowShared) }},
-		{Name: "open-files", Run: func(context.Context) doctor.Result { return openFilesCheck(inspect) }},
+		{Name: "open-files", Run: func(context.Context) doctor.Result { return openFilesCheck(inspect, relay.FileBudget) }},
 		{Name: "upstream-file", Run: func(context.Context) doctor.Result { return up().result }},
 		{Name: "token-file", Run: doctor.TokenFile("--token-file", *tokenFile, "no --token-file (or NYMPH_RELAY_TOKEN_FILE) given: not checked")},
 		{Name: "upstream-reachable", Run: func(ctx context.Context) doctor.Result { return server().Reachable()(ctx) }},
@@ -296,12 +296,14 @@ func pairsCheck(inspect func() (relay.PrefixReport, error), allowShared bool) do
 	return doctor.OK("%s, all well-formed", found)
 }
 
-func openFilesCheck(inspect func() (relay.PrefixReport, error)) doctor.Result {
+// openFilesCheck holds the pairs present against the relay's pipe
+// budget (relay.FileBudget outside tests).
+func openFilesCheck(inspect func() (relay.PrefixReport, error), fileBudget func() (limit, budget int64, ok bool)) doctor.Result {
 	rep, err := inspect()
 	if err != nil {
 		return doctor.Skip("the prefix cannot be read (see prefix)")
 	}
-	limit, budget, ok := relay.FileBudget()
+	limit, budget, ok := fileBudget()
 	if !ok {
 		return doctor.OK("no open-file limit: every pair's pipes are held")
 	}
