@@ -1,3 +1,5 @@
+//go:build unix
+
 // Package relay is the relay process: it watches a prefix of machine
 // directories, pumps request frames from each daemon's FIFOs and spool
 // files to the control plane, and delivers the replies.
@@ -35,46 +37,6 @@ import (
 	"github.com/nymphd/nymph/relay/policy"
 	"github.com/nymphd/nymph/relay/token"
 	"golang.org/x/sys/unix"
-)
-
-// Config is what a relay needs. Zero durations take the defaults below.
-type Config struct {
-	Prefix    string // directory of machine directories
-	Upstream  string // control plane base URL
-	TokenFile string // the relay's bearer, mode 0600
-	// CAFile holds the CA an https upstream's certificate must be signed
-	// by (nymph serve's DATA-DIR/tls/ca.crt); empty trusts the system's
-	// roots. Not used when Client is set.
-	CAFile string
-
-	FrameTimeout    time.Duration // stall timer for a partial frame (30 s)
-	UpstreamTimeout time.Duration // per upstream request (120 s)
-	SpoolInterval   time.Duration // spool polling period (100 ms)
-	ShutdownGrace   time.Duration // for requests in flight at shutdown (5 s)
-	TokenCheck      time.Duration // how often the token file is re-read (1 s)
-	// AllowSharedWriters accepts machine directories and pipes that every
-	// user may write.
-	AllowSharedWriters bool
-	// PipeBudget bounds the pipes the pumps hold open: every request pipe,
-	// plus the reply pipes kept open between replies while there is room.
-	// Zero derives it from the open-file limit (keptPipeBound).
-	PipeBudget int64
-
-	Logger *slog.Logger
-	// Client's Transport carries every upstream request (nil: the
-	// default, see defaultTransport).
-	// Its redirect policy, jar and timeout are not used: the relay never
-	// follows a redirect, and UpstreamTimeout bounds each request.
-	Client *http.Client
-}
-
-// Defaults for Config.
-const (
-	DefaultFrameTimeout    = 30 * time.Second
-	DefaultUpstreamTimeout = 120 * time.Second
-	DefaultSpoolInterval   = 100 * time.Millisecond
-	DefaultShutdownGrace   = 5 * time.Second
-	DefaultTokenCheck      = time.Second
 )
 
 // Relay is one relay process's state.
@@ -326,9 +288,6 @@ func openFileLimit() (int64, bool) {
 	}
 	return int64(lim.Cur), true
 }
-
-// reservedFDs is kept free of pipes for everything else the relay opens.
-const reservedFDs = 256
 
 // keepReplyFD reserves room to keep one more reply pipe open, and reports
 // whether there was any.

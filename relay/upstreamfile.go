@@ -1,15 +1,13 @@
+//go:build unix
+
 package relay
 
 import (
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/nymphd/nymph/hostio/secretfile"
-	"github.com/nymphd/nymph/hostio/tlsca"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
 
@@ -36,30 +34,4 @@ func (rl *Relay) writeUpstreamFile() error {
 	}
 	rl.log.Info("relay: upstream file written", "path", path, "ca_fingerprint", fp)
 	return nil
-}
-
-// caFingerprint is the fingerprint of the first certificate in the CA
-// file, "" without one (the system's roots).
-func caFingerprint(caFile string) (string, error) {
-	if caFile == "" {
-		return "", nil
-	}
-	data, err := os.ReadFile(caFile)
-	if err != nil {
-		return "", fmt.Errorf("relay: read CA file: %w", err)
-	}
-	for rest := data; ; {
-		var block *pem.Block
-		if block, rest = pem.Decode(rest); block == nil {
-			return "", fmt.Errorf("relay: CA file %s holds no PEM certificate", caFile)
-		}
-		if block.Type != "CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return "", fmt.Errorf("relay: CA file %s: %w", caFile, err)
-		}
-		return tlsca.Fingerprint(c), nil
-	}
 }
