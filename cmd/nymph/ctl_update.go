@@ -86,6 +86,9 @@ func ctlUpdate(ctx context.Context, c *ctlRun, args []string) int {
 		acc, err := c.client.Update(ctx, id, req)
 		var se *opclient.APIError
 		switch {
+		case errors.As(err, &se) && se.Status == 409 && !*all:
+			termtext.Fprintf(c.env.stderr, "nymph ctl: update: worker %s: %s\n", id, se.Message)
+			return 1
 		case errors.As(err, &se) && se.Status == 409:
 			outcomes[id] = se.Message
 		case err != nil && !*all:

@@ -72,6 +72,17 @@ func runOTAWatch(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintf(env.stderr, "nymph daemon ota-watch: %v\n", err)
 		return 2
 	}
+	// SIGTERM and SIGINT end the watchdog: main routes them to
+	// env.signals, and nothing else here would hear them.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-env.signals:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	if err := selfupdate.Watch(ctx, m, fs.Args(), os.Environ(), log); err != nil {
 		fmt.Fprintf(env.stderr, "nymph daemon ota-watch: %v\n", err)
 		return 1

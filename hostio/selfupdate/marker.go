@@ -26,6 +26,10 @@ type Marker struct {
 	// waits for it.
 	Ready    string
 	Deadline time.Time
+	// PID is the updating daemon's: the watchdog's parent, whose death it
+	// waits for (read before the watchdog started, which may be after the
+	// new binary already died).
+	PID      int
 	Watchdog int // the watchdog's pid, 0 when none was started
 }
 
@@ -38,6 +42,7 @@ func (m Marker) Encode() string {
 	v.Set("previous", m.Previous)
 	v.Set("ready", m.Ready)
 	v.Set("deadline", strconv.FormatInt(m.Deadline.Unix(), 10))
+	v.Set("pid", strconv.Itoa(m.PID))
 	if m.Watchdog > 0 {
 		v.Set("watchdog", strconv.Itoa(m.Watchdog))
 	}
@@ -59,6 +64,9 @@ func ParseMarker(s string) (Marker, error) {
 		return Marker{}, fmt.Errorf("selfupdate: %s deadline: %w", MarkerEnv, err)
 	}
 	m.Deadline = time.Unix(sec, 0)
+	if m.PID, err = strconv.Atoi(v.Get("pid")); err != nil || m.PID <= 0 {
+		return Marker{}, fmt.Errorf("selfupdate: %s names no updating pid", MarkerEnv)
+	}
 	if w := v.Get("watchdog"); w != "" {
 		if m.Watchdog, err = strconv.Atoi(w); err != nil {
 			return Marker{}, fmt.Errorf("selfupdate: %s watchdog: %w", MarkerEnv, err)

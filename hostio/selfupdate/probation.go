@@ -114,7 +114,7 @@ func Watch(ctx context.Context, m Marker, argv, env []string, log *slog.Logger) 
 	if len(argv) == 0 {
 		return errors.New("selfupdate: watchdog: no arguments to restart the daemon with")
 	}
-	parent := os.Getppid()
+	parent := m.PID
 	tick := time.NewTicker(watchTick)
 	defer tick.Stop()
 	for {

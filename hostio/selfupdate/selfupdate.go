@@ -317,8 +317,8 @@ func syncDir(dir string) {
 func (u *Updater) execNew(version, previous string) error {
 	exe := u.opt.Executable
 	m := Marker{From: u.opt.Running, To: version, Previous: previous,
-		Deadline: u.opt.Now().Add(u.opt.Confirm),
-		Ready:    filepath.Join(filepath.Dir(exe), fmt.Sprintf(".nymph-ota-%d.ready", os.Getpid()))}
+		Deadline: u.opt.Now().Add(u.opt.Confirm), PID: os.Getpid(),
+		Ready: filepath.Join(filepath.Dir(exe), fmt.Sprintf(".nymph-ota-%d.ready", os.Getpid()))}
 	os.Remove(m.Ready)
 	env := m.Environ(u.opt.Env)
 	pid, err := u.opt.Watch(previous, u.opt.Args, env)

@@ -170,7 +170,7 @@ func TestInstallAndExec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.From != "1.0.0" || m.To != "2.0.0" || m.Previous != f.exe+PreviousSuffix || m.Executable() != f.exe {
+	if m.From != "1.0.0" || m.To != "2.0.0" || m.PID != os.Getpid() || m.Previous != f.exe+PreviousSuffix || m.Executable() != f.exe {
 		t.Errorf("marker %+v", m)
 	}
 	if d := time.Until(m.Deadline); d < time.Minute || d > DefaultConfirm+time.Second {
@@ -250,10 +250,13 @@ func TestProbation(t *testing.T) {
 }
 
 func TestMarkerRoundTrip(t *testing.T) {
-	m := Marker{From: "1.0", To: "2.0", Previous: "/opt/a;b c/nymph.previous", Ready: "/opt/r", Deadline: time.Unix(1700000000, 0), Watchdog: 42}
+	m := Marker{From: "1.0", To: "2.0", Previous: "/opt/a;b c/nymph.previous", Ready: "/opt/r", Deadline: time.Unix(1700000000, 0), PID: 7, Watchdog: 42}
 	got, err := ParseMarker(m.Encode())
 	if err != nil || got != m {
 		t.Errorf("ParseMarker(Encode) = %+v, %v; want %+v", got, err, m)
+	}
+	if _, err := ParseMarker("from=1&previous=/x.previous&ready=/r&deadline=1"); err == nil {
+		t.Error("a marker without the updating pid parsed")
 	}
 	if _, err := ParseMarker("from=1"); err == nil {
 		t.Error("a marker without a previous binary parsed")
