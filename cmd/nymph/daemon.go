@@ -79,7 +79,7 @@ func runDaemon(ctx context.Context, env *cliEnv, args []string) int {
 		log.Warn("unknown config key ignored", "key", k, "path", loaded.Path)
 	}
 	if cfg.Runtime.AutoUpdate {
-		log.Warn("[runtime] auto_update is not supported by this build; ignored")
+		log.Warn("[runtime] auto_update is ignored: the control plane sends ota_update itself (nymph serve --target-version with --releases)")
 	}
 	return daemonMain(ctx, env, cfg, log)
 }

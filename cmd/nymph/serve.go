@@ -52,6 +52,7 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 	requireSigs := flags.Bool("require-signatures", false, "refuse every unsigned daemon request, bearer or not: turn it on once every host joined with a token")
 	trustRelays := flags.Bool("trust-relay-daemons", false, "accept a daemon request that carries a valid relay token and no daemon bearer (a relay frame without headers, as daemons of protocol \"1\" write) as that of a daemon holding the bearer")
 	target := flags.String("target-version", "", "nymph version every daemon should run (sent as target_nymph_version)")
+	autoEvery := flags.Duration("auto-update-interval", planeserver.DefaultAutoUpdateEvery, "with --target-version and --releases, how often at most a worker on another version is sent an ota_update")
 	releases := flags.String("releases", "", "directory of nymph-{os}-{arch}-{version} binaries and their SHA256SUMS (make release's dist/), served on /v1/releases/ for nymph ctl update")
 	retain := flags.Duration("retain", 24*time.Hour, "how long finished execs (with their logs) and invocations are kept; 0 keeps them forever")
 	verbose := flags.Bool("v", false, "log every request-level decision at debug level")
@@ -98,7 +99,7 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 	log := slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: level}))
 	if err := serve(ctx, env, log, serveOptions{
 		listen: *listen, dataDir: *dataDir, tokenFile: *tokenFile, relayTokenFile: *relayTokenFile,
-		adminFile: *adminFile, store: *storeKind, publicURL: *publicURL, target: *target, retain: *retain, releases: *releases,
+		adminFile: *adminFile, store: *storeKind, publicURL: *publicURL, target: *target, retain: *retain, releases: *releases, autoUpdateEvery: *autoEvery,
 		trustRelayDaemons: *trustRelays, maxWorkers: *maxWorkers, maxLargeBodies: *maxLargeBodies, insecureOpen: *insecureOpen,
 		sans: sans, insecureHTTP: *insecureHTTP, requireSignatures: *requireSigs,
 	}); err != nil {
@@ -110,8 +111,10 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 
 type serveOptions struct {
 	listen, dataDir, tokenFile, relayTokenFile, adminFile, store, publicURL, target string
-	// releases is planeserver.Config.Releases.
+	// releases is planeserver.Config.Releases, autoUpdateEvery its
+	// AutoUpdateEvery.
 	releases          string
+	autoUpdateEvery   time.Duration
 	retain            time.Duration
 	trustRelayDaemons bool
 	// maxWorkers is plane.Config.MaxWorkers, maxLargeBodies
@@ -257,7 +260,7 @@ func serve(ctx context.Context, env *cliEnv, log *slog.Logger, o serveOptions) e
 		Store: store, Blobs: blobs,
 		DaemonToken: daemonTok, RelayToken: relayTok, AdminToken: adminTok,
 		PublicURL: base, TrustRelayDaemons: o.trustRelayDaemons, MaxLargeBodies: o.maxLargeBodies, CAFingerprint: caFingerprint,
-		RequireSignatures: o.requireSignatures, OtherAudiences: audiences, Releases: o.releases,
+		RequireSignatures: o.requireSignatures, OtherAudiences: audiences, Releases: o.releases, AutoUpdateEvery: o.autoUpdateEvery,
 		Plane: plane.Config{Entropy: rand.Reader, TargetVersion: o.target, Retain: o.retain, MaxWorkers: o.maxWorkers},
 		Log:   log,
 	})

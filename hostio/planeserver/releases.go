@@ -108,7 +108,7 @@ func (s *Server) deriveUpdate(w http.ResponseWriter, r *http.Request, u plane.En
 		return nil, false
 	}
 	u.Body = operator.UpdateRequest{Version: rel.Version, SHA256: rel.SHA256,
-		URL: strings.TrimRight(s.cfg.PublicURL, "/") + strings.Replace(operator.PathRelease, "{name}", url.PathEscape(rel.Name), 1)}
+		URL: s.releaseURL(rel.Name)}
 	return u, true
 }
 
@@ -124,4 +124,10 @@ func reportedVersions(m map[string]any) wire.Versions {
 	}
 	v.Kernel, v.Arch, v.Daemon = str("kernel"), str("arch"), str("daemon")
 	return v
+}
+
+// releaseURL is where a daemon downloads release name: on the public URL
+// daemons reach this server at.
+func (s *Server) releaseURL(name string) string {
+	return strings.TrimRight(s.cfg.PublicURL, "/") + strings.Replace(operator.PathRelease, "{name}", url.PathEscape(name), 1)
 }

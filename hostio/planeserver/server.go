@@ -61,6 +61,10 @@ type Config struct {
 	// binaries and their SHA256SUMS, served on operator.PathRelease; an
 	// update without a url is derived from it. Empty serves none.
 	Releases string
+	// AutoUpdateEvery is how often at most a worker whose version is not
+	// Plane.TargetVersion is sent an update derived from Releases (both
+	// needed); 0 is DefaultAutoUpdateEvery.
+	AutoUpdateEvery time.Duration
 	// AdminToken is the bearer of the operator API; required.
 	AdminToken string
 	// Plane is the core's policy; Entropy is required.
@@ -244,6 +248,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration
 	}
 	loopDone := make(chan error, 1)
 	go func() { loopDone <- s.Run(ctx) }()
+	go s.autoUpdate(ctx)
 	serveDone := make(chan error, 1)
 	go func() { serveDone <- srv.Serve(ln) }()
 	select {
