@@ -105,6 +105,12 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, asJSON bool, req
 		s.log.Warn("refused a request signed by one worker's key acting for another",
 			"signer", f.Signer, "target", f.Target, "request", f.What, "path", r.URL.Path, "peer", r.RemoteAddr)
 	}
+	if u := rep.Update; u != nil && u.Running == u.Target {
+		s.log.Info("worker came back with the version of its update", "worker", u.WorkerID, "version", u.Running)
+	} else if u != nil {
+		s.log.Warn("worker came back without its update: refused or rolled back (its daemon's log says which), or not carried out yet",
+			"worker", u.WorkerID, "version", u.Running, "target", u.Target)
+	}
 	if e, ok := rep.Body.(plane.ErrorBody); ok && e.Error == plane.ErrWorkerLimit {
 		s.log.Debug("hello refused for the worker limit", "message", e.Message)
 		s.workerLimitLogged.Do(func() {

@@ -35,6 +35,17 @@ type Reply struct {
 	// Forgery is set on a refusal of a request signed by one worker's
 	// key acting for another, for the host to log.
 	Forgery *Forgery
+	// Update is set on the hello of a worker that was sent an ota_update
+	// it had not reported yet, for the host to log how it came back.
+	Update *UpdateOutcome
+}
+
+// UpdateOutcome is how a worker sent an update came back: Running is the
+// version its hello reports, Target the one it was sent. Running !=
+// Target means its daemon refused the update or rolled it back (or has
+// not carried it out yet).
+type UpdateOutcome struct {
+	WorkerID, Running, Target string
 }
 
 // Park tells the host request Req stays open until the plane replies to it

@@ -133,13 +133,25 @@ func (p *Plane) onHello(now time.Time, e Hello) {
 	if !ok {
 		return
 	}
+	var target string
+	if prev := p.workers[p.byMachine[e.Body.MachineID]]; prev != nil {
+		target = prev.rec.TargetVersion
+	}
 	w := p.admit(now, &e.Body, en)
 	id := w.rec.ID
 	resp := p.helloResponse(now, &id)
 	if en != nil {
 		resp.KeyID = &en.keyID
 	}
-	p.reply(e.Req, StatusOK, resp)
+	rep := Reply{Req: e.Req, Status: StatusOK, Body: resp}
+	if target != "" {
+		running := ""
+		if v := e.Body.Versions.Daemon; v != nil {
+			running = *v
+		}
+		rep.Update = &UpdateOutcome{WorkerID: id, Running: running, Target: target}
+	}
+	p.replies = append(p.replies, rep)
 }
 
 // admit creates the worker of a machine_id, or refreshes the one it has:

@@ -1,9 +1,12 @@
 package plane
 
 import (
+	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/nymphd/nymph/wirecore/operator"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
 
@@ -51,5 +54,46 @@ func TestReleaseFor(t *testing.T) {
 		if _, err := ParseReleaseSums([]byte(bad)); err == nil {
 			t.Errorf("ParseReleaseSums(%q) took it", bad)
 		}
+	}
+}
+
+// A worker sent an update says how it came back on its next hello: with
+// the version (updated), or without it (refused or rolled back); a worker
+// with no update pending says nothing.
+func TestUpdateOutcome(t *testing.T) {
+	p := New(Config{Entropy: rand.NewChaCha8([32]byte{2})})
+	now := time.Unix(1_700_000_000, 0)
+	one, old, next := "1", "1.0.0", "2.0.0"
+	hello := func(req RequestID, version *string) *UpdateOutcome {
+		t.Helper()
+		body := wire.HelloRequest{MachineID: "m1", Label: "m1", Tags: []string{}, Capabilities: wire.Capabilities{Runners: []string{"process"}},
+			Versions: wire.Versions{Daemon: version, Protocol: &one}}
+		eff := p.Step(now, Hello{Auth: Auth{Bearer: true}, Req: req, Body: body})
+		r, ok := eff[len(eff)-1].(Reply)
+		if !ok || r.Status != StatusOK {
+			t.Fatalf("hello: %+v", eff)
+		}
+		return r.Update
+	}
+	if u := hello(1, &old); u != nil {
+		t.Fatalf("first hello: update outcome %+v", u)
+	}
+	id := p.workerOrder[0]
+	update := func(req RequestID) {
+		t.Helper()
+		eff := p.Step(now, EnqueueUpdate{Req: req, WorkerID: id, Body: operator.UpdateRequest{Version: next, URL: "https://plane.example/v1/releases/x", SHA256: strings.Repeat("a", 64)}})
+		if r := eff[len(eff)-1].(Reply); r.Status != StatusOK {
+			t.Fatalf("update: %+v", r)
+		}
+	}
+	update(2)
+	if u := hello(3, &old); u == nil || *u != (UpdateOutcome{WorkerID: id, Running: old, Target: next}) {
+		t.Errorf("hello on the old version: %+v", u)
+	}
+	if u := hello(4, &next); u == nil || *u != (UpdateOutcome{WorkerID: id, Running: next, Target: next}) {
+		t.Errorf("hello on the new version: %+v", u)
+	}
+	if u := hello(5, &next); u != nil {
+		t.Errorf("a hello after the update was reported: %+v", u)
 	}
 }
