@@ -39,6 +39,10 @@
 //     the key rotated, a revocation recognised. daemon (and its join).
 //   - sdnotify: systemd's notify protocol (READY, STOPPING, WATCHDOG,
 //     STATUS to NOTIFY_SOCKET), a no-op without it. daemon.
+//   - selfupdate: an ota_update carried out: the download checked by its
+//     sha256, the install beside the kept previous binary, the exec, and
+//     the rollback of a new binary without a hello (its watchdog is
+//     `nymph daemon ota-watch`). daemon.
 //   - shellexec: one exec, `bash -c` in its own process group, with the
 //     output caps and streaming. daemon.
 //   - spoolclient: the spool-directory relay transport, the daemon's side.
