@@ -46,4 +46,8 @@
 // A daemon behind a relay downloads the url directly: the relay carries the
 // daemon routes only. Such a host updates when it can reach the url, and
 // otherwise logs the failed download and keeps running its binary.
+//
+// Windows can neither rename a file over a running binary nor exec(2):
+// there Check refuses every update with an error that says so, before
+// anything is fetched (proc_windows.go).
 package selfupdate

@@ -98,7 +98,7 @@ func StartWatchdog(previous string, argv, env []string) (int, error) {
 	cmd := exec.Command(previous, append([]string{"daemon", "ota-watch", "--"}, argv...)...)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = ownGroup()
 	if err := cmd.Start(); err != nil {
 		return 0, fmt.Errorf("selfupdate: start %s: %w", previous, err)
 	}
@@ -135,7 +135,7 @@ func Watch(ctx context.Context, m Marker, argv, env []string, log *slog.Logger) 
 		if time.Now().After(m.Deadline.Add(WatchGrace)) {
 			log.Error("update failed: the new binary neither said hello nor restored itself; killing it and restoring the previous binary",
 				"version", m.To, "from", m.From, "pid", parent)
-			_ = syscall.Kill(parent, syscall.SIGKILL)
+			_ = kill(parent)
 			break
 		}
 	}
@@ -147,7 +147,7 @@ func Watch(ctx context.Context, m Marker, argv, env []string, log *slog.Logger) 
 	cmd.Args[0] = argv[0]
 	cmd.Env = rolledBack(env, m.To)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.SysProcAttr = ownSession()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("selfupdate: restart %s: %w", exe, err)
 	}

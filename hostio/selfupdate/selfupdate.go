@@ -152,9 +152,13 @@ func Executable() (string, error) {
 	return real, nil
 }
 
-// Check refuses an update that must not be fetched: a sha256 that is not
-// 64 hex characters, no url, or the running version (ErrSameVersion).
+// Check refuses an update that must not be fetched: any on a system that
+// cannot apply one (Windows), a sha256 that is not 64 hex characters, no
+// url, or the running version (ErrSameVersion).
 func (u *Updater) Check(up wire.OTAUpdate) error {
+	if err := supported(); err != nil {
+		return err
+	}
 	switch {
 	case !wire.ValidSHA256(up.SHA256):
 		return fmt.Errorf("selfupdate: sha256 %q is not 64 hex characters", up.SHA256)
