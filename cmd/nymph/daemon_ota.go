@@ -36,6 +36,11 @@ func startOTA(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, log *sl
 		o.updater = u
 	}
 	raw := env.getenv(selfupdate.MarkerEnv)
+	// Neither variable is for the daemon's children: a nymph an exec
+	// starts must not take itself for an updated binary. The re-exec of a
+	// rollback builds its environment afresh (selfupdate.Strip).
+	os.Unsetenv(selfupdate.MarkerEnv)
+	os.Unsetenv(selfupdate.RolledBackEnv)
 	if raw == "" {
 		return o
 	}
