@@ -175,6 +175,7 @@ func (d *discovery) fileEvent(m *machine, name string, ev fsnotify.Event) {
 			// A resp pipe renamed over the one the pump holds: the pump's
 			// descriptor still names the old pipe, which nobody will read.
 			p.respStale.Store(true)
+			d.rl.metrics.respReplaced.Add(1)
 		}
 		d.ensurePair(m, lane)
 	case gone:

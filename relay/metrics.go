@@ -45,18 +45,23 @@ var latencyBuckets = [...]float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 
 // Metrics counts what the relay does. Every field is updated atomically so
 // pumps never contend on a lock.
 type Metrics struct {
-	start      time.Time
-	pumps      atomic.Int64
-	unheld     atomic.Int64 // pumps that open their reply pipe per reply
-	machines   atomic.Int64
-	spoolDirs  atomic.Int64
-	frames     atomic.Uint64
-	replies    atomic.Uint64
-	bytesIn    atomic.Uint64
-	bytesOut   atomic.Uint64
-	errs       [numErrKinds]atomic.Uint64
-	latCounts  [len(latencyBuckets) + 1]atomic.Uint64
-	latSumNano atomic.Uint64
+	start     time.Time
+	pumps     atomic.Int64
+	unheld    atomic.Int64 // pumps that open their reply pipe per reply
+	machines  atomic.Int64
+	spoolDirs atomic.Int64
+	frames    atomic.Uint64
+	replies   atomic.Uint64
+	// respReplaced counts reply pipes seen renamed over the one a pump
+	// holds. A pump learns of the rename from discovery only, so a reply
+	// written before that event is handled goes to the old pipe; tests
+	// that replace a pipe wait on this count before they send.
+	respReplaced atomic.Uint64
+	bytesIn      atomic.Uint64
+	bytesOut     atomic.Uint64
+	errs         [numErrKinds]atomic.Uint64
+	latCounts    [len(latencyBuckets) + 1]atomic.Uint64
+	latSumNano   atomic.Uint64
 }
 
 func newMetrics(now time.Time) *Metrics { return &Metrics{start: now} }

@@ -469,6 +469,9 @@ func TestReplyFollowsAReplacedRespPipe(t *testing.T) {
 	if err := os.Rename(fresh, filepath.Join(dir, "resp.fifo")); err != nil {
 		t.Fatal(err)
 	}
+	// The pump hears of the rename from discovery's inotify event; a reply
+	// it wrote before would go to the old pipe (a documented window).
+	testkit.WaitUntil(t, deadline, "the rename noticed", func() bool { return rl.metrics.respReplaced.Load() == 1 })
 	if rep := decodeReply(t, d.roundTrip(t, envelope(t, "/v1/daemon/ack", "a2", []byte("x")))); rep.ID != "a2" || rep.Status != 200 {
 		t.Fatalf("reply after the pipe was replaced = %+v", rep)
 	}
