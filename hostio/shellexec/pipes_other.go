@@ -68,17 +68,3 @@ func (p *pipes) closeOutput(stream int) {
 		p.out[stream] = nil
 	}
 }
-
-func (p *pipes) closeAll() {
-	for _, f := range []*os.File{p.stdinR, p.stdinW, p.stdoutW, p.stderrW} {
-		closeFile(f)
-	}
-	p.closeOutput(streamStdout)
-	p.closeOutput(streamStderr)
-}
-
-func closeFile(f *os.File) {
-	if f != nil {
-		_ = f.Close() // a second close only reports os.ErrClosed
-	}
-}
