@@ -201,15 +201,8 @@ func runCtl(ctx context.Context, env *cliEnv, args []string) int {
 		ctlUsage(env.stderr)
 		return 2
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := untilSignal(ctx, env, nil)
 	defer cancel()
-	go func() {
-		select {
-		case <-env.signals:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	return verb.run(ctx, c, top.Args()[1:])
 }
 

@@ -79,15 +79,8 @@ func runOTAWatch(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	// SIGTERM and SIGINT end the watchdog: main routes them to
 	// env.signals, and nothing else here would hear them.
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := untilSignal(ctx, env, nil)
 	defer cancel()
-	go func() {
-		select {
-		case <-env.signals:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	if err := selfupdate.Watch(ctx, m, fs.Args(), os.Environ(), log); err != nil {
 		fmt.Fprintf(env.stderr, "nymph daemon ota-watch: %v\n", err)
 		return 1

@@ -30,16 +30,10 @@ func runDev(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintf(env.stderr, "nymph dev: find own binary: %v\n", err)
 		return 1
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := untilSignal(ctx, env, func() {
+		fmt.Fprintln(env.stderr, "\nnymph dev: stopping the daemon, then serve")
+	})
 	defer cancel()
-	go func() {
-		select {
-		case <-env.signals:
-			fmt.Fprintln(env.stderr, "\nnymph dev: stopping the daemon, then serve")
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 
 	log := slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	stack, err := devstack.Start(ctx, devstack.Options{Binary: bin, Dir: *dir, Keep: *keep, Log: log})

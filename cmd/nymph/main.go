@@ -93,3 +93,21 @@ func runVersion(_ context.Context, env *cliEnv, _ []string) int {
 	fmt.Fprintf(env.stdout, "nymph %s (protocol 1)\n", Version)
 	return 0
 }
+
+// untilSignal is ctx, cancelled too at the first SIGTERM or SIGINT main
+// routes to env.signals; onSignal, when set, runs first (to say what the
+// command does about it).
+func untilSignal(ctx context.Context, env *cliEnv, onSignal func()) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-env.signals:
+			if onSignal != nil {
+				onSignal()
+			}
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
