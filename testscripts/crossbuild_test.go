@@ -17,7 +17,7 @@ var crossTargets = []struct{ goos, goarch string }{
 // TestCrossBuild builds the binary as make release does, static and
 // CGO-free, for macOS and Windows, so code that only Linux has (pidfds,
 // openat2, FIFOs, flock) stays behind its build constraints instead of
-// breaking the release.
+// breaking the release; and vets every package, tests included, there.
 func TestCrossBuild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cross-compiles nymph twice")
@@ -34,6 +34,14 @@ func TestCrossBuild(t *testing.T) {
 			cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+tg.goos, "GOARCH="+tg.goarch)
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("GOOS=%s GOARCH=%s go build ./cmd/nymph: %v\n%s", tg.goos, tg.goarch, err, out)
+			}
+			// The tests too: a test file that uses a POSIX-only call
+			// carries a unix build constraint.
+			vet := exec.Command(goBin, "vet", "./...")
+			vet.Dir = ".."
+			vet.Env = cmd.Env
+			if out, err := vet.CombinedOutput(); err != nil {
+				t.Fatalf("GOOS=%s GOARCH=%s go vet ./...: %v\n%s", tg.goos, tg.goarch, err, out)
 			}
 		})
 	}

@@ -10,12 +10,9 @@ package testkit
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -67,22 +64,6 @@ func WaitExited(t testing.TB, within time.Duration, pids ...int) {
 	for _, pid := range pids {
 		WaitUntil(t, within, fmt.Sprintf("pid %d to end", pid), func() bool { return Exited(pid) })
 	}
-}
-
-// Exited reports whether pid has ended (see WaitExited).
-func Exited(pid int) bool {
-	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-		return true
-	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return os.IsNotExist(err)
-	}
-	// The state follows the command name, which is in parentheses and
-	// may itself hold spaces or parentheses.
-	rest := string(stat[bytes.LastIndexByte(stat, ')')+1:])
-	fields := strings.Fields(rest)
-	return len(fields) > 0 && (fields[0] == "Z" || fields[0] == "X")
 }
 
 // SyncBuffer is a bytes.Buffer that goroutines may write to while a test
