@@ -53,13 +53,16 @@ func runRelay(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintf(env.stderr, "nymph relay: %v\n", err)
 		return 1
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	systemd := newAnnouncer(env.getenv, "relay", cfg.Logger)
+	ctx, cancel := untilSignal(ctx, env, func() {
+		cfg.Logger.Info("relay: shutting down")
+		systemd.stopping()
+	})
 	defer cancel()
 	go func() {
 		select {
-		case sig := <-env.signals:
-			cfg.Logger.Info("relay: shutting down", "signal", sig.String())
-			cancel()
+		case <-rl.Ready():
+			systemd.ready()
 		case <-ctx.Done():
 		}
 	}()

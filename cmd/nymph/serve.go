@@ -288,16 +288,14 @@ func serve(ctx context.Context, env *cliEnv, log *slog.Logger, o serveOptions) e
 	}
 	fmt.Fprintf(env.stdout, "nymph serve: listening on %s://%s (store: %s, data: %s)\n", scheme, ln.Addr(), o.store, o.dataDir)
 
-	ctx, cancel := context.WithCancel(ctx)
+	systemd := newAnnouncer(env.getenv, "serve", log)
+	ctx, cancel := untilSignal(ctx, env, func() {
+		log.Info("stopping")
+		systemd.stopping()
+	})
 	defer cancel()
-	go func() {
-		select {
-		case sig := <-env.signals:
-			log.Info("stopping", "signal", sig)
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	// The listener is bound: connections from here on are queued for Serve.
+	systemd.ready()
 	return srv.Serve(ctx, ln, 5*time.Second)
 }
 

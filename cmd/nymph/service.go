@@ -155,3 +155,37 @@ func (s *systemdSupervisor) send(lines ...string) {
 		s.log.Debug("sd_notify", "err", err)
 	}
 }
+
+// announcer tells systemd, when it runs serve or the relay as
+// Type=notify, that the process is ready and, later, that it stops. Both
+// are no-ops outside systemd (NOTIFY_SOCKET unset); a failed write is
+// logged, never fatal.
+type announcer struct {
+	n    *sdnotify.Notifier
+	what string
+	log  *slog.Logger
+}
+
+func newAnnouncer(getenv func(string) string, what string, log *slog.Logger) announcer {
+	n, err := sdnotify.FromEnv(getenv)
+	if err != nil {
+		log.Warn("service manager not notified", "err", err)
+	}
+	return announcer{n: n, what: what, log: log}
+}
+
+func (a announcer) send(lines ...string) {
+	if a.n == nil {
+		return
+	}
+	if err := a.n.Notify(lines...); err != nil {
+		a.log.Warn("service manager not notified", "err", err)
+	}
+}
+
+// ready says the process serves: serve listens, the relay pumps every
+// pair it found at start.
+func (a announcer) ready() { a.send(sdnotify.Ready, sdnotify.Status(a.what+" ready")) }
+
+// stopping says a shutdown has begun.
+func (a announcer) stopping() { a.send(sdnotify.Stopping, sdnotify.Status(a.what+" stopping")) }

@@ -171,3 +171,41 @@ func TestDaemonNotifiesSystemd(t *testing.T) {
 		}
 	}
 }
+
+// serve under systemd (Type=notify): READY=1 once it listens, STOPPING=1
+// at the signal that stops it.
+func TestServeNotifiesSystemd(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "notify")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	env, _, errb := daemonEnv(t, map[string]string{sdnotify.SocketEnv: sock})
+	sigs := make(chan os.Signal, 1)
+	env.signals = sigs
+	done := make(chan int, 1)
+	go func() {
+		done <- runServe(context.Background(), env, []string{"--listen", "127.0.0.1:0", "--store", "memory", "--data-dir", filepath.Join(t.TempDir(), "data")})
+	}()
+	next := func() string {
+		t.Helper()
+		buf := make([]byte, 4096)
+		conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+		n, err := conn.Read(buf)
+		if err != nil {
+			t.Fatalf("no notification: %v\n%s", err, errb)
+		}
+		return string(buf[:n])
+	}
+	if msg := next(); !strings.HasPrefix(msg, sdnotify.Ready+"\n") || !strings.Contains(msg, "serve ready") {
+		t.Fatalf("first notification %q, want READY=1 with a status", msg)
+	}
+	sigs <- os.Interrupt
+	if msg := next(); !strings.HasPrefix(msg, sdnotify.Stopping+"\n") {
+		t.Fatalf("after the signal %q, want STOPPING=1", msg)
+	}
+	if code := <-done; code != 0 {
+		t.Fatalf("serve exit %d\n%s", code, errb)
+	}
+}

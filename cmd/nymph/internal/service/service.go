@@ -200,7 +200,10 @@ func systemdUnit(s Spec) []byte {
 		line("NotifyAccess=main")
 		line("WatchdogSec=%ds", watchdogS)
 	} else {
-		line("Type=exec")
+		line("# READY=1 once it serves (serve listens; the relay pumps the pairs it")
+		line("# found at start); STOPPING=1 when it shuts down.")
+		line("Type=notify")
+		line("NotifyAccess=main")
 	}
 	if s.Role == Relay {
 		line("EnvironmentFile=-%s", RelayEnvFile)

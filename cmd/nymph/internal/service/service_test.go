@@ -75,7 +75,7 @@ func TestSystemdRelayAndServeUnits(t *testing.T) {
 	relay := render(t, Spec{Role: Relay, OS: Linux, Bin: bin, Args: []string{"--status-listen", "127.0.0.1:9090"}})
 	d := directives(relay)
 	// (2 × 10000 + 256) × 4/3 = 27008: the README's 27,000.
-	if d["LimitNOFILE"] != "27008" || d["Type"] != "exec" || d["EnvironmentFile"] != "-"+RelayEnvFile {
+	if d["LimitNOFILE"] != "27008" || d["Type"] != "notify" || d["NotifyAccess"] != "main" || d["EnvironmentFile"] != "-"+RelayEnvFile {
 		t.Errorf("relay unit:\n%s", relay)
 	}
 	if !strings.HasSuffix(d["ExecStart"], " relay --status-listen 127.0.0.1:9090") {
