@@ -19,6 +19,9 @@ func New(Config) (*Relay, error) { return nil, errNeedsPOSIX }
 // Run refuses on Windows (errNeedsPOSIX).
 func (*Relay) Run(context.Context) error { return errNeedsPOSIX }
 
+// Ready is never closed on Windows: the relay never starts.
+func (*Relay) Ready() <-chan struct{} { return nil }
+
 // ServeStatus refuses on Windows (errNeedsPOSIX).
 func (*Relay) ServeStatus(context.Context, string) error { return errNeedsPOSIX }
 
