@@ -1,10 +1,7 @@
 package relay
 
 import (
-	"crypto/x509"
-	"encoding/pem"
 	"fmt"
-	"os"
 
 	"github.com/nymphd/nymph/hostio/tlsca"
 )
@@ -45,22 +42,9 @@ func caFingerprint(caFile string) (string, error) {
 	if caFile == "" {
 		return "", nil
 	}
-	data, err := os.ReadFile(caFile)
+	certs, err := tlsca.ReadCAFile(caFile)
 	if err != nil {
-		return "", fmt.Errorf("relay: read CA file: %w", err)
+		return "", fmt.Errorf("relay: %w", err)
 	}
-	for rest := data; ; {
-		var block *pem.Block
-		if block, rest = pem.Decode(rest); block == nil {
-			return "", fmt.Errorf("relay: CA file %s holds no PEM certificate", caFile)
-		}
-		if block.Type != "CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return "", fmt.Errorf("relay: CA file %s: %w", caFile, err)
-		}
-		return tlsca.Fingerprint(c), nil
-	}
+	return tlsca.Fingerprint(certs[0]), nil
 }

@@ -448,13 +448,18 @@ func ctlHibernate(ctx context.Context, c *ctlRun, args []string) int {
 	return c.accepted(acc, err, "hibernate")
 }
 
-func ctlReset(ctx context.Context, c *ctlRun, args []string) int {
-	fs := c.flags("reset")
-	pos, _, st := c.prepare("reset", fs, args, 1, false)
+// onlyWorker reads the arguments of a verb that takes one WORKER and no
+// flags of its own, and resolves it to a worker id.
+func (c *ctlRun) onlyWorker(ctx context.Context, verb string, args []string) (string, int) {
+	pos, _, st := c.prepare(verb, c.flags(verb), args, 1, false)
 	if st >= 0 {
-		return st
+		return "", st
 	}
-	worker, st := c.worker(ctx, pos[0])
+	return c.worker(ctx, pos[0])
+}
+
+func ctlReset(ctx context.Context, c *ctlRun, args []string) int {
+	worker, st := c.onlyWorker(ctx, "reset", args)
 	if st >= 0 {
 		return st
 	}

@@ -88,12 +88,7 @@ func dash(s string) string {
 // ctlRotateKey queues a rotate_key: the worker's daemon makes a new key
 // and posts it, signed by the old one.
 func ctlRotateKey(ctx context.Context, c *ctlRun, args []string) int {
-	fs := c.flags("rotate-key")
-	pos, _, st := c.prepare("rotate-key", fs, args, 1, false)
-	if st >= 0 {
-		return st
-	}
-	worker, st := c.worker(ctx, pos[0])
+	worker, st := c.onlyWorker(ctx, "rotate-key", args)
 	if st >= 0 {
 		return st
 	}
@@ -104,12 +99,7 @@ func ctlRotateKey(ctx context.Context, c *ctlRun, args []string) int {
 // ctlRevoke revokes a worker's key at once: its daemon is refused with
 // key_revoked and stops; its host joins again only with a new token.
 func ctlRevoke(ctx context.Context, c *ctlRun, args []string) int {
-	fs := c.flags("revoke")
-	pos, _, st := c.prepare("revoke", fs, args, 1, false)
-	if st >= 0 {
-		return st
-	}
-	worker, st := c.worker(ctx, pos[0])
+	worker, st := c.onlyWorker(ctx, "revoke", args)
 	if st >= 0 {
 		return st
 	}

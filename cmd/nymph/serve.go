@@ -23,6 +23,7 @@ import (
 	"github.com/nymphd/nymph/hostio/secretfile"
 	"github.com/nymphd/nymph/hostio/sqlstore"
 	"github.com/nymphd/nymph/hostio/tlsca"
+	"github.com/nymphd/nymph/wirecore/identity"
 	"github.com/nymphd/nymph/wirecore/plane"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
@@ -432,7 +433,7 @@ func certificateOrigins(publicURL string, names []string) []string {
 		case strings.Contains(n, ":"):
 			host = "[" + n + "]"
 		}
-		out = append(out, strings.ToLower(u.Scheme+"://"+host))
+		out = append(out, identity.Audience(&url.URL{Scheme: u.Scheme, Host: host}))
 	}
 	return out
 }

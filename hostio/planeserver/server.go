@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nymphd/nymph/wirecore/identity"
 	"github.com/nymphd/nymph/wirecore/plane"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
@@ -156,7 +157,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	cfg.Plane.ChunkURLBase = strings.TrimRight(public.String(), "/")
 	if cfg.Audience == "" {
 		// As a daemon's signer names it: scheme://host[:port], lowercased.
-		cfg.Audience = strings.ToLower(public.Scheme + "://" + public.Host)
+		cfg.Audience = identity.Audience(public)
 	}
 	cfg.Plane.Audience = cfg.Audience
 	cfg.Plane.OtherAudiences = cfg.OtherAudiences

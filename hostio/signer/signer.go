@@ -87,7 +87,7 @@ func Audience(serverURL string) (string, error) {
 	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
 		return "", fmt.Errorf("signer: server url %q: want http(s)://host[:port], the audience of every signature", serverURL)
 	}
-	return strings.ToLower(u.Scheme + "://" + u.Host), nil
+	return identity.Audience(u), nil
 }
 
 func (t *Transport) setKey(key ed25519.PrivateKey) {

@@ -34,6 +34,20 @@ func ClientConfig(caFile string) (*tls.Config, error) {
 // ReadPool reads the PEM certificates in path (serve's ca.crt, or a
 // bundle) as the only roots a client trusts.
 func ReadPool(path string) (*x509.CertPool, error) {
+	certs, err := ReadCAFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	for _, c := range certs {
+		pool.AddCert(c)
+	}
+	return pool, nil
+}
+
+// ReadCAFile reads the certificates of a PEM CA file, in their order; a
+// file with none is an error that says which file is wanted.
+func ReadCAFile(path string) ([]*x509.Certificate, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("tlsca: read CA file: %w", err)
@@ -41,8 +55,7 @@ func ReadPool(path string) (*x509.CertPool, error) {
 	if len(data) > maxFile {
 		return nil, fmt.Errorf("tlsca: CA file %s: %d bytes, more than a CA file holds", path, len(data))
 	}
-	pool := x509.NewCertPool()
-	n := 0
+	var certs []*x509.Certificate
 	for rest := data; ; {
 		var block *pem.Block
 		if block, rest = pem.Decode(rest); block == nil {
@@ -55,13 +68,12 @@ func ReadPool(path string) (*x509.CertPool, error) {
 		if err != nil {
 			return nil, fmt.Errorf("tlsca: CA file %s: %w", path, err)
 		}
-		pool.AddCert(c)
-		n++
+		certs = append(certs, c)
 	}
-	if n == 0 {
+	if len(certs) == 0 {
 		return nil, fmt.Errorf("tlsca: CA file %s holds no PEM certificate (want the ca.crt of nymph serve's data directory)", path)
 	}
-	return pool, nil
+	return certs, nil
 }
 
 // Pinned verifies a server by the fingerprint a join token pins, before

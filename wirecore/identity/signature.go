@@ -7,7 +7,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -62,6 +64,12 @@ type Signature struct {
 	Audience  string
 	Sig       [ed25519.SignatureSize]byte
 }
+
+// Audience is the origin of a control plane's URL as a signature names
+// it: scheme://host[:port], lowercased, without path. The daemon signs
+// for the URL it reaches the plane at; the plane takes its public URL's,
+// and its other names', the same way.
+func Audience(u *url.URL) string { return strings.ToLower(u.Scheme + "://" + u.Host) }
 
 // Request is what a signature covers besides its own headers.
 type Request struct {

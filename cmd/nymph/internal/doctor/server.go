@@ -4,14 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -213,24 +210,13 @@ func (s Server) mismatch(host string, cve *tls.CertificateVerificationError) Res
 // caFingerprints lists the fingerprint of every certificate in a PEM
 // file.
 func caFingerprints(path string) ([]string, error) {
-	data, err := os.ReadFile(path)
+	certs, err := tlsca.ReadCAFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read CA file: %w", err)
+		return nil, err
 	}
-	var fps []string
-	for rest := data; ; {
-		var block *pem.Block
-		if block, rest = pem.Decode(rest); block == nil {
-			break
-		}
-		if block.Type != "CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return nil, fmt.Errorf("CA file %s: %w", path, err)
-		}
-		fps = append(fps, tlsca.Fingerprint(c))
+	fps := make([]string, len(certs))
+	for i, c := range certs {
+		fps[i] = tlsca.Fingerprint(c)
 	}
 	return fps, nil
 }
