@@ -328,3 +328,10 @@ func isFloat(v any) bool {
 	}
 	return false
 }
+
+// KeyRotationResponse is the answer of /v1/daemon/keys (docs/protocol.md,
+// "Key rotation").
+type KeyRotationResponse struct {
+	KeyID  string  `msgpack:"key_id"`
+	Reject *Reject `msgpack:"reject"`
+}
