@@ -153,6 +153,17 @@ func catalogue(t *testing.T, h *catalogueHost) []badRequest {
 			send: chunked(wire.MaxResultBodyBytes + 64<<10)},
 		{name: "exec result chunked past 16 MiB", path: "/v1/daemon/exec/catalogue-exec/result", want: 413, within: promptly,
 			send: chunked(wire.MaxResultBodyBytes + 64<<10)},
+		// Signature headers a forger or a broken signer sends: each is
+		// refused on the headers, 401, before a byte of the body is read
+		// (the body announced is past any route's limit and never sent).
+		{name: "signature headers, some missing", path: wire.PathPoll, want: 401, wantBody: "malformed_signature", within: promptly,
+			send: withHeaders(wire.MaxResultBodyBytes, "X-LS-Key-Id: ed25519-"+strings.Repeat("0", 32), "X-LS-Signature: x")},
+		{name: "signature headers, a timestamp not in digits", path: wire.PathPoll, want: 401, wantBody: "malformed_signature", within: promptly,
+			send: withHeaders(wire.MaxResultBodyBytes, signedHeaders("1e9")...)},
+		{name: "signature headers, a timestamp a day old", path: wire.PathPoll, want: 401, wantBody: "signature_expired", within: promptly,
+			send: withHeaders(wire.MaxResultBodyBytes, signedHeaders(strconv.FormatInt(time.Now().Add(-24*time.Hour).Unix(), 10))...)},
+		{name: "signature headers, a key id 4 KiB long", path: wire.PathPoll, want: 401, wantBody: "malformed_signature", within: promptly,
+			send: withHeaders(wire.MaxResultBodyBytes, append(signedHeaders(strconv.FormatInt(time.Now().Unix(), 10))[1:], "X-LS-Key-Id: "+strings.Repeat("k", 4096))...)},
 		// Bodies just inside the limit, well formed but for no known
 		// invocation: read whole, two at a time (the large-body slots),
 		// the rest waiting their turn, within the memory bound.
@@ -734,6 +745,27 @@ func execResultBody(durationMS []byte) []byte {
 
 // headersOnly announces a body of n bytes and sends none of it: serve
 // must refuse on the announcement alone.
+// withHeaders sends the extra header lines and a Content-Length of n,
+// and no body.
+func withHeaders(n int, lines ...string) func(io.Writer) error {
+	return func(w io.Writer) error {
+		for _, l := range lines {
+			if _, err := io.WriteString(w, l+"\r\n"); err != nil {
+				return err
+			}
+		}
+		return headersOnly(n)(w)
+	}
+}
+
+// signedHeaders are the five signature headers, well formed but for the
+// timestamp given, signed by no key.
+func signedHeaders(timestamp string) []string {
+	return []string{"X-LS-Key-Id: ed25519-" + strings.Repeat("0", 32), "X-LS-Timestamp: " + timestamp,
+		"X-LS-Nonce: " + strings.Repeat("n", 22), "X-LS-Audience: https://plane.example",
+		"X-LS-Signature: " + strings.Repeat("A", 86)}
+}
+
 func headersOnly(n int) func(io.Writer) error {
 	return func(w io.Writer) error {
 		_, err := fmt.Fprintf(w, "Content-Length: %d\r\n\r\n", n)
