@@ -95,6 +95,13 @@ func (r *Registry) Lookup(kind string) (Runner, *wire.ErrorInfo) {
 // registry never resolves a default or an alias itself. It blocks until
 // the invocation ends; cancelling ctx kills it (StateKilled).
 func (r *Registry) ExecuteAs(ctx context.Context, kind string, run wire.Run, dir string) Outcome {
+	return r.ExecuteWithArgs(ctx, kind, run, dir, "")
+}
+
+// ExecuteWithArgs is ExecuteAs with args.msgpack copied from the file
+// argsFile (a payload_ref the daemon resolved) instead of run.ArgsBlob;
+// an empty argsFile is ExecuteAs.
+func (r *Registry) ExecuteWithArgs(ctx context.Context, kind string, run wire.Run, dir, argsFile string) Outcome {
 	if dir == "" {
 		dir = run.InvocationID
 	}
@@ -102,7 +109,7 @@ func (r *Registry) ExecuteAs(ctx context.Context, kind string, run wire.Run, dir
 	if refused != nil {
 		return r.refuse(run, refused)
 	}
-	return r.execute(ctx, rn, run, dir)
+	return r.execute(ctx, rn, run, dir, Args{Blob: run.ArgsBlob, File: argsFile})
 }
 
 // refuse fails a run no runner was found for, before any workdir exists.
@@ -112,13 +119,13 @@ func (r *Registry) refuse(run wire.Run, why *wire.ErrorInfo) Outcome {
 }
 
 // execute carries a run through the workdir contract with rn.
-func (r *Registry) execute(ctx context.Context, rn Runner, run wire.Run, dir string) Outcome {
+func (r *Registry) execute(ctx context.Context, rn Runner, run wire.Run, dir string, args Args) Outcome {
 	log := r.cfg.Log.With("invocation_id", run.InvocationID)
 	owner, err := ownerOf(run.AsUser)
 	if err != nil {
 		return Failed(wire.ErrTypeDaemon, err.Error())
 	}
-	workdir, err := PrepareWorkdir(r.cfg.Root, dir, run.ArgsBlob, owner)
+	workdir, err := PrepareWorkdirArgs(r.cfg.Root, dir, args, owner)
 	if err != nil {
 		return Failed(wire.ErrTypeDaemon, err.Error())
 	}

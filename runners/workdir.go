@@ -49,6 +49,40 @@ type Owner struct{ UID, GID int }
 // redelivered command, or a failure kept for inspection) is reused:
 // args.msgpack is rewritten and an old result.msgpack or error.json removed.
 func PrepareWorkdir(root, name string, args []byte, owner *Owner) (string, error) {
+	return PrepareWorkdirArgs(root, name, Args{Blob: args}, owner)
+}
+
+// Args is where args.msgpack comes from: the file File when it is set (a
+// resolved payload_ref, copied so that the child owns its own copy), else
+// the bytes Blob.
+type Args struct {
+	Blob []byte
+	File string
+}
+
+// write writes the arguments to path, mode 0600.
+func (a Args) write(path string) error {
+	if a.File == "" {
+		return os.WriteFile(path, a.Blob, 0o600)
+	}
+	in, err := os.Open(a.File)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// PrepareWorkdirArgs is PrepareWorkdir with the arguments from args.
+func PrepareWorkdirArgs(root, name string, args Args, owner *Owner) (string, error) {
 	if !dirName.MatchString(name) {
 		return "", fmt.Errorf("runners: workdir name %q is not a plain file name", name)
 	}
@@ -71,7 +105,7 @@ func PrepareWorkdir(root, name string, args []byte, owner *Owner) (string, error
 		}
 	}
 	argsPath := filepath.Join(dir, ArgsFile)
-	if err := os.WriteFile(argsPath, args, 0o600); err != nil {
+	if err := args.write(argsPath); err != nil {
 		return "", fmt.Errorf("runners: write %s: %w", argsPath, err)
 	}
 	if owner != nil {
