@@ -312,6 +312,8 @@ func ctlExec(ctx context.Context, c *ctlRun, args []string) int {
 	workdir := fs.String("workdir", "", "run in this directory on the worker")
 	detach := fs.Bool("detach", false, "queue the exec, print its id and return (see nymph ctl logs)")
 	noStream := fs.Bool("no-stream", false, "collect output on the worker (capped at 1 MiB each) and print it at the end")
+	payloadFrom := fs.String("payload", "", "hand FILE (or - for stdin, up to 100 MiB) to the command as the file $"+wire.EnvPayload+" names")
+	namespace := fs.String("namespace", defaultPayloadNamespace, "payload store namespace a payload over 256 KiB is uploaded to")
 	pos, rest, st := c.prepare("exec", fs, args, 1, true)
 	if st >= 0 {
 		return st
@@ -345,6 +347,15 @@ func ctlExec(ctx context.Context, c *ctlRun, args []string) int {
 	if st >= 0 {
 		return st
 	}
+	if *payloadFrom != "" {
+		data, err := readInput(c.env, *payloadFrom)
+		if err != nil {
+			return c.usageErr("exec", "--payload: %v", err)
+		}
+		if req.PayloadInline, req.PayloadRef, err = c.payload(ctx, *namespace, data); err != nil {
+			return c.fail(err)
+		}
+	}
 	if *detach {
 		acc, err := c.client.Exec(ctx, worker, req)
 		if err != nil {
@@ -368,12 +379,40 @@ func ctlExec(ctx context.Context, c *ctlRun, args []string) int {
 	return code
 }
 
-// readInput reads FILE, or this process's stdin for "-".
-func readInput(env *cliEnv, name string) ([]byte, error) {
-	if name == "-" {
-		return io.ReadAll(io.LimitReader(env.stdin, wire.PayloadMax+1))
+// defaultPayloadNamespace is the payload store namespace ctl uploads to.
+const defaultPayloadNamespace = "default"
+
+// payload sends data inline when it is small enough, and otherwise
+// uploads it to the plane's payload store and names it by reference.
+func (c *ctlRun) payload(ctx context.Context, ns string, data []byte) (inline []byte, ref *wire.PayloadRef, err error) {
+	if len(data) <= wire.PayloadInlineThreshold {
+		return data, nil, nil
 	}
-	return os.ReadFile(name)
+	r, err := c.client.UploadPayload(ctx, ns, data)
+	if err != nil {
+		return nil, nil, err
+	}
+	termtext.Fprintf(c.env.stderr, "uploaded %d bytes to the payload store as %s/%s\n", len(data), r.Bucket, r.Key)
+	return nil, &r, nil
+}
+
+// readInput reads FILE, or this process's stdin for "-"; more than
+// wire.PayloadMax bytes is an error.
+func readInput(env *cliEnv, name string) ([]byte, error) {
+	var r io.Reader = env.stdin
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r = f
+	}
+	data, err := io.ReadAll(io.LimitReader(r, wire.PayloadMax+1))
+	if err == nil && len(data) > wire.PayloadMax {
+		err = fmt.Errorf("%s: over the %d-byte limit", name, wire.PayloadMax)
+	}
+	return data, err
 }
 
 func ctlSetup(ctx context.Context, c *ctlRun, args []string) int {
@@ -483,7 +522,8 @@ func ctlRunInvocation(ctx context.Context, c *ctlRun, args []string) int {
 	fs := c.flags("run")
 	queue := fs.String("queue", "default", "queue to put the invocation on")
 	runner := fs.String("runner", "", "runner kind: process, docker, gvisor, slurm, kube")
-	argsFile := fs.String("args", "", "file (or -) whose bytes become args.msgpack")
+	argsFile := fs.String("args", "", "file (or -) whose bytes become args.msgpack (over 256 KiB: uploaded to the payload store)")
+	namespace := fs.String("namespace", defaultPayloadNamespace, "payload store namespace --args over 256 KiB is uploaded to")
 	module := fs.String("module", "__main__", "function module")
 	qualname := fs.String("qualname", "main", "function qualified name")
 	image := fs.String("image", "", "container image (docker, gvisor, kube)")
@@ -519,7 +559,9 @@ func ctlRunInvocation(ctx context.Context, c *ctlRun, args []string) int {
 		if err != nil {
 			return c.usageErr("run", "--args: %v", err)
 		}
-		req.ArgsBlob = data
+		if req.ArgsBlob, req.PayloadRef, err = c.payload(ctx, *namespace, data); err != nil {
+			return c.fail(err)
+		}
 	}
 	inv, err := c.client.Run(ctx, req)
 	if err != nil {

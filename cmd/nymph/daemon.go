@@ -16,7 +16,9 @@ import (
 	"github.com/nymphd/nymph/hostio/daemonloop"
 	"github.com/nymphd/nymph/hostio/fifoclient"
 	"github.com/nymphd/nymph/hostio/hostprobe"
+	"github.com/nymphd/nymph/hostio/blobcache"
 	"github.com/nymphd/nymph/hostio/httpclient"
+	"github.com/nymphd/nymph/hostio/payload"
 	"github.com/nymphd/nymph/hostio/introspect"
 	"github.com/nymphd/nymph/hostio/secretfile"
 	"github.com/nymphd/nymph/hostio/shellexec"
@@ -151,6 +153,13 @@ func daemonMain(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, log *
 	// the registry only finds the runner of the kind it names.
 	registry := runners.NewRegistry(runners.Config{Root: cfg.Runtime.Workdir, Entry: cfg.Runtime.Entry, Log: log}, offered...)
 
+	// Like the workdir, a cache that cannot be opened fails only the
+	// commands that need it, each with the reason.
+	var payloads daemonloop.PayloadFetcher
+	if payloads, err = payloadResolver(cfg, tr, log); err != nil {
+		log.Warn("payloads cannot be resolved", "err", err)
+		payloads = unresolvable{err}
+	}
 	ota := startOTA(ctx, env, cfg, log)
 	res := daemonloop.Run(ctx, daemonloop.Options{
 		Machine:     daemon.New(mcfg, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))),
@@ -170,6 +179,7 @@ func daemonMain(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, log *
 		Revoked:    id.revokedChan(),
 		Updater:    ota.updater,
 		FirstHello: ota.firstHello,
+		Payloads:   payloads,
 
 		// systemd's READY, STOPPING and watchdog, when it started the daemon.
 		Supervisor: newSupervisor(env.getenv, log),
@@ -180,6 +190,27 @@ func daemonMain(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, log *
 		log.Info("daemon exited", "reason", res.Reason)
 	}
 	return res.Code
+}
+
+// payloadResolver opens the blob cache ([mounts]) and resolves payload
+// refs through tr, downloading from the URLs the plane presigns.
+func payloadResolver(cfg daemonconfig.Config, tr transport.Transport, log *slog.Logger) (*payload.Resolver, error) {
+	cache, err := blobcache.Open(cfg.CacheDir(), cfg.Mounts.CacheMaxBytes, log)
+	if err != nil {
+		return nil, fmt.Errorf("[mounts] cache_dir: %w", err)
+	}
+	downloads, err := httpclient.NewDownloads(cfg.Server.URL, cfg.Server.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	return payload.New(payload.Options{Transport: tr, Downloads: downloads, Cache: cache, Log: log}), nil
+}
+
+// unresolvable fails every payload with why the cache did not open.
+type unresolvable struct{ err error }
+
+func (u unresolvable) Fetch(context.Context, wire.PayloadRef) (string, bool, error) {
+	return "", false, u.err
 }
 
 // hostMachine probes the host and builds the daemon core's configuration

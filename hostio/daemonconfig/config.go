@@ -23,6 +23,7 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
+	"github.com/nymphd/nymph/hostio/blobcache"
 	"github.com/nymphd/nymph/runners"
 	"github.com/nymphd/nymph/wirecore/daemon"
 	"github.com/nymphd/nymph/wirecore/wire"
@@ -38,7 +39,27 @@ type Config struct {
 	Shutdown   Shutdown   `toml:"shutdown"`
 	Introspect Introspect `toml:"introspect"`
 	Identity   Identity   `toml:"identity"`
+	Mounts     Mounts     `toml:"mounts"`
 	Log        Log        `toml:"log"`
+}
+
+// Mounts is [mounts]: the blob cache payloads are kept in (spec 003,
+// "Mounts"), content-addressed by SHA-256.
+type Mounts struct {
+	// CacheDir is the cache's directory; empty is "cache" beside
+	// [runtime] workdir (/var/lib/dreamlake/cache by default).
+	CacheDir string `toml:"cache_dir"`
+	// CacheMaxBytes bounds the cache; least recently used payloads go
+	// first (default 20 GiB).
+	CacheMaxBytes int64 `toml:"cache_max_bytes"`
+}
+
+// CacheDir is [mounts] cache_dir, or its default beside the workdir.
+func (c Config) CacheDir() string {
+	if c.Mounts.CacheDir != "" {
+		return c.Mounts.CacheDir
+	}
+	return filepath.Join(filepath.Dir(c.Runtime.Workdir), "cache")
 }
 
 // Server is [server]: where the control plane is and how to reach it.
@@ -148,6 +169,7 @@ func Defaults() Config {
 		Poll:       Poll{WaitMaxS: core.WaitMaxS, RetryMinS: core.RetryMinS, RetryMaxS: core.RetryMaxS},
 		Shutdown:   Shutdown{GraceS: core.GraceS},
 		Introspect: Introspect{Listen: "127.0.0.1:8390"},
+		Mounts:     Mounts{CacheMaxBytes: blobcache.DefaultMaxBytes},
 		Log:        Log{Format: "text", Level: "info"},
 	}
 }
@@ -306,6 +328,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Poll.RetryMinS <= 0 || c.Poll.RetryMaxS < c.Poll.RetryMinS {
 		bad("poll.retry_min_s = %v, poll.retry_max_s = %v: want 0 < min <= max", c.Poll.RetryMinS, c.Poll.RetryMaxS)
+	}
+	if c.Mounts.CacheMaxBytes <= 0 {
+		bad("mounts.cache_max_bytes = %d: want > 0", c.Mounts.CacheMaxBytes)
 	}
 	if c.Shutdown.GraceS < 0 {
 		bad("shutdown.grace_s = %v: want >= 0", c.Shutdown.GraceS)

@@ -57,6 +57,7 @@ func (d *decoder) document(doc map[string]any, c *Config) {
 		"shutdown":   {"grace_s": number(&c.Shutdown.GraceS)},
 		"introspect": {"enabled": boolean(&c.Introspect.Enabled), "listen": str(&c.Introspect.Listen)},
 		"identity":   {"enabled": boolean(&c.Identity.Enabled), "key_file": str(&c.Identity.KeyFile)},
+		"mounts":     {"cache_dir": str(&c.Mounts.CacheDir), "cache_max_bytes": integer64(&c.Mounts.CacheMaxBytes)},
 		"log":        {"format": str(&c.Log.Format), "level": str(&c.Log.Level)},
 	}
 	for _, name := range sortedKeys(doc) {
@@ -158,6 +159,14 @@ func integer(dst *int) field {
 		default:
 			d.typeError(key, "a whole number", v)
 		}
+	}
+}
+
+func integer64(dst *int64) field {
+	return func(d *decoder, key string, v any) {
+		var n int
+		integer(&n)(d, key, v)
+		*dst = int64(n)
 	}
 }
 

@@ -19,11 +19,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 	"time"
 
 	"github.com/nymphd/nymph/hostio/introspect"
+	"github.com/nymphd/nymph/hostio/payload"
 	"github.com/nymphd/nymph/hostio/shellexec"
 	"github.com/nymphd/nymph/hostio/transport"
 	"github.com/nymphd/nymph/runners"
@@ -104,6 +107,18 @@ type Options struct {
 	// service manager (systemd, through sd_notify in nymph daemon) is told
 	// ready, stopping and alive from it.
 	Supervisor Supervisor
+	// Payloads resolves payload_refs (hostio/payload); nil fails an exec
+	// or run that has one. PayloadDir is where an exec's payload is
+	// staged (payload.Stage); empty is [runtime] workdir's ".payloads",
+	// which ExecOptions.DefaultWorkdir names.
+	Payloads   PayloadFetcher
+	PayloadDir string
+}
+
+// PayloadFetcher turns a payload_ref into a read-only local file
+// (*payload.Resolver).
+type PayloadFetcher interface {
+	Fetch(ctx context.Context, ref wire.PayloadRef) (path string, hit bool, err error)
 }
 
 // Supervisor is told, on the loop goroutine, how the daemon is doing.
@@ -586,9 +601,65 @@ func (p chunkPoster) PostChunk(ctx context.Context, url string, data []byte) err
 func (d *driver) startExec(e daemon.StartExec) {
 	d.log.Debug("exec start", "exec_id", e.Exec.ExecID, "command_id", e.CommandID)
 	go func() {
-		res := d.opt.Exec(d.work, e.Exec, d.opt.ExecOptions)
-		d.feed(daemon.ExecFinished{ExecID: e.Exec.ExecID, Result: res})
+		ex, unstage, err := d.stageExecPayload(e.Exec)
+		if err != nil {
+			// Spec 001: a payload that cannot be had (a sha256 mismatch
+			// above all) ends the exec at -1 with no child spawned.
+			d.log.Warn("exec refused: payload", "exec_id", ex.ExecID, "err", err)
+			msg := err.Error()
+			d.feed(daemon.ExecFinished{ExecID: ex.ExecID, Result: wire.ExecResult{ExitCode: wire.ExitSpawnFailed, Error: &msg}})
+			return
+		}
+		defer unstage()
+		res := d.opt.Exec(d.work, ex, d.opt.ExecOptions)
+		d.feed(daemon.ExecFinished{ExecID: ex.ExecID, Result: res})
 	}()
+}
+
+// stageExecPayload puts an exec's payload (inline or by reference) in a
+// file of its own and names it in the exec's environment (wire.EnvPayload);
+// an exec without one is returned as it is.
+func (d *driver) stageExecPayload(ex wire.Exec) (wire.Exec, func(), error) {
+	if len(ex.PayloadInline) == 0 && ex.PayloadRef == nil {
+		return ex, func() {}, nil
+	}
+	var cached string
+	if ex.PayloadRef != nil {
+		if len(ex.PayloadInline) > 0 {
+			return ex, nil, fmt.Errorf("exec %s: %w: both payload_inline and payload_ref", ex.ExecID, wire.ErrPayloadInvalid)
+		}
+		if d.opt.Payloads == nil {
+			return ex, nil, fmt.Errorf("exec %s: payload_ref: this daemon has no payload store configured", ex.ExecID)
+		}
+		path, hit, err := d.opt.Payloads.Fetch(d.work, *ex.PayloadRef)
+		if err != nil {
+			return ex, nil, fmt.Errorf("exec %s: %w", ex.ExecID, err)
+		}
+		d.log.Info("exec payload", "exec_id", ex.ExecID, "key", ex.PayloadRef.Key, "cache_hit", hit)
+		cached = path
+	}
+	file, unstage, err := payload.Stage(d.payloadDir(), ex.ExecID, ex.PayloadInline, cached)
+	if err != nil {
+		return ex, nil, fmt.Errorf("exec %s: %w", ex.ExecID, err)
+	}
+	ex.Env = maps.Clone(ex.Env)
+	if ex.Env == nil {
+		ex.Env = map[string]string{}
+	}
+	ex.Env[wire.EnvPayload] = file
+	return ex, unstage, nil
+}
+
+// payloadDir is where execs' payloads are staged.
+func (d *driver) payloadDir() string {
+	if d.opt.PayloadDir != "" {
+		return d.opt.PayloadDir
+	}
+	root := d.opt.ExecOptions.DefaultWorkdir
+	if root == "" {
+		root = os.TempDir()
+	}
+	return filepath.Join(root, ".payloads")
 }
 
 func (d *driver) startRun(e daemon.StartRun) {
@@ -602,12 +673,32 @@ func (d *driver) startRun(e daemon.StartRun) {
 		} else {
 			// The machine resolved the kind (default, alias): the run's
 			// own run_config.runner is not read again.
-			o = d.opt.Runners.ExecuteAs(d.work, e.Kind, e.Run, e.Run.InvocationID)
+			o = d.executeRun(e, log)
 		}
 		log.Info("run end", "state", o.State)
 		d.feed(runDone{res: daemon.RunFinished{InvocationID: e.Run.InvocationID, State: o.State,
 			ResultBlob: o.ResultBlob, Error: o.Error}})
 	}()
+}
+
+// executeRun resolves a run's payload_ref, when it has one, into the
+// file its args.msgpack is copied from, and runs it; a payload that cannot
+// be had fails the run (PayloadError) before any runner starts.
+func (d *driver) executeRun(e daemon.StartRun, log *slog.Logger) runners.Outcome {
+	ref := e.Run.PayloadRef
+	if ref == nil {
+		return d.opt.Runners.ExecuteAs(d.work, e.Kind, e.Run, e.Run.InvocationID)
+	}
+	if d.opt.Payloads == nil {
+		return runners.Failed(wire.ErrTypePayload, "payload_ref: this daemon has no payload store configured")
+	}
+	path, hit, err := d.opt.Payloads.Fetch(d.work, *ref)
+	if err != nil {
+		log.Warn("run refused: payload", "err", err)
+		return runners.Failed(wire.ErrTypePayload, err.Error())
+	}
+	log.Info("run payload", "key", ref.Key, "cache_hit", hit)
+	return d.opt.Runners.ExecuteWithArgs(d.work, e.Kind, e.Run, e.Run.InvocationID, path)
 }
 
 // runDone lets the loop count run outcomes before the machine sees them.

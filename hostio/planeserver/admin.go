@@ -70,6 +70,17 @@ func (s *Server) adminRoutes(m *http.ServeMux) {
 	}
 	m.HandleFunc("GET "+operator.PathExecLogs, s.admin(s.logs))
 	m.HandleFunc("POST "+operator.PathTokens, s.admin(s.createToken))
+	m.HandleFunc("POST "+operator.PathPresign, s.admin(s.adminPresign))
+}
+
+// adminPresign presigns an operator's payload upload (or download): the
+// daemons' presign, behind the admin bearer instead of a daemon's.
+func (s *Server) adminPresign(w http.ResponseWriter, r *http.Request) {
+	body, ok := s.readBody(w, r, MaxControlBody, true)
+	if !ok {
+		return
+	}
+	s.presignBlob(w, r, body, true)
 }
 
 // adminHandler serves one route of adminRouteTable.

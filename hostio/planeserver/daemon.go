@@ -240,6 +240,12 @@ func (s *Server) presign(w http.ResponseWriter, r *http.Request, asJSON bool, a 
 	if !s.authenticated(w, r, asJSON, a) {
 		return
 	}
+	s.presignBlob(w, r, body, asJSON)
+}
+
+// presignBlob answers a presign, the daemon's or an operator's, once its
+// credentials were checked.
+func (s *Server) presignBlob(w http.ResponseWriter, r *http.Request, body []byte, asJSON bool) {
 	if s.cfg.Blobs == nil {
 		writeError(w, http.StatusNotImplemented, asJSON, "this control plane has no payload store")
 		return

@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,10 +69,8 @@ type Options struct {
 
 // Updater carries out ota_update commands.
 type Updater struct {
-	opt    Options
-	client *http.Client // for a url on the control plane's origin
-	public *http.Client // for any other url
-	origin *url.URL
+	opt       Options
+	downloads *httpclient.Downloads
 }
 
 // New checks opt and builds the download clients.
@@ -81,9 +78,9 @@ func New(opt Options) (*Updater, error) {
 	if opt.Running == "" {
 		return nil, errors.New("selfupdate: the running version is required")
 	}
-	origin, err := url.Parse(opt.ServerURL)
+	downloads, err := httpclient.NewDownloads(opt.ServerURL, opt.CAFile)
 	if err != nil {
-		return nil, fmt.Errorf("selfupdate: parse server url %q: %w", opt.ServerURL, err)
+		return nil, fmt.Errorf("selfupdate: %w", err)
 	}
 	if opt.Executable == "" {
 		if opt.Executable, err = Executable(); err != nil {
@@ -117,25 +114,7 @@ func New(opt Options) (*Updater, error) {
 	if opt.Log == nil {
 		opt.Log = slog.New(slog.DiscardHandler)
 	}
-	own, err := downloadClient(opt.CAFile)
-	if err != nil {
-		return nil, err
-	}
-	public, err := downloadClient("")
-	if err != nil {
-		return nil, err
-	}
-	return &Updater{opt: opt, client: own, public: public, origin: origin}, nil
-}
-
-func downloadClient(caFile string) (*http.Client, error) {
-	cfg, err := tlsca.ClientConfig(caFile)
-	if err != nil {
-		return nil, fmt.Errorf("selfupdate: %w", err)
-	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = cfg
-	return &http.Client{Transport: tr, CheckRedirect: httpclient.RefuseRedirect}, nil
+	return &Updater{opt: opt, downloads: downloads}, nil
 }
 
 // Executable is the running binary's path with symlinks resolved, so the
@@ -199,14 +178,11 @@ func (u *Updater) Fetch(ctx context.Context, up wire.OTAUpdate) (string, error) 
 	if !wire.ValidSHA256(up.SHA256) {
 		return "", fmt.Errorf("selfupdate: sha256 %q is not 64 hex characters", up.SHA256)
 	}
-	target, err := url.Parse(up.URL)
-	if err != nil || (target.Scheme != "https" && target.Scheme != "http") || target.Host == "" {
-		return "", fmt.Errorf("selfupdate: url %q: want http:// or https:// with a host", up.URL)
+	target, err := httpclient.CheckURL("selfupdate: ota_update", up.URL)
+	if err != nil {
+		return "", err
 	}
-	client := u.public
-	if strings.EqualFold(target.Scheme, u.origin.Scheme) && strings.EqualFold(target.Host, u.origin.Host) {
-		client = u.client
-	}
+	client := u.downloads.Client(target)
 	ctx, cancel := context.WithTimeout(ctx, u.opt.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target.String(), nil)

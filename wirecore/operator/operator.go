@@ -32,6 +32,11 @@ const (
 	PathKill        = "/v1/admin/invocations/{id}/kill"   // POST → Invocation, or 409 when running
 	PathRevokeKey   = "/v1/admin/workers/{id}/revoke-key" // POST {} → KeyRevoked, or 409 without a key
 	PathTokens      = "/v1/admin/tokens"                  // POST TokenRequest → TokenCreated; GET → []Token
+	// PathPresign presigns a payload put (or get) for an operator, with
+	// the body and answer of the daemons' presign (wire.PresignRequest,
+	// wire.PresignResponse): ctl uploads a large payload to the URL and
+	// names it in a payload_ref.
+	PathPresign = "/v1/admin/namespaces/{ns}/payloads/presign"
 	// PathRelease serves a binary of serve --releases, or its SHA256SUMS,
 	// with no credential asked for: a daemon checks what it downloads by
 	// the sha256 of its ota_update.
@@ -70,6 +75,12 @@ type ExecRequest struct {
 	Stream     bool `json:"stream,omitempty"`
 	FlushMS    int  `json:"flush_ms,omitempty"`
 	FlushBytes int  `json:"flush_bytes,omitempty"`
+	// PayloadInline (at most wire.PayloadInlineThreshold bytes) or
+	// PayloadRef (a blob uploaded through PathPresign) is the exec's
+	// payload: the daemon hands it to the command as the file named by
+	// wire.EnvPayload. At most one of them.
+	PayloadInline []byte           `json:"payload_inline,omitempty"`
+	PayloadRef    *wire.PayloadRef `json:"payload_ref,omitempty"`
 }
 
 // ExecAccepted names the exec id of a queued exec.
@@ -137,6 +148,10 @@ type RunRequest struct {
 	RequiredTags []string `json:"required_tags,omitempty"`
 	Script       *string  `json:"script,omitempty"`
 	AsUser       *string  `json:"as_user,omitempty"`
+	// PayloadRef holds the arguments instead of ArgsBlob when they are
+	// over wire.PayloadInlineThreshold: a blob uploaded through
+	// PathPresign. ArgsBlob must then be empty.
+	PayloadRef *wire.PayloadRef `json:"payload_ref,omitempty"`
 }
 
 // Invocation is one queued, running or finished run.

@@ -82,6 +82,10 @@ func (p *Plane) enqueue(w *worker, kind string, body []byte, now time.Time, fill
 }
 
 func (p *Plane) onEnqueueExec(now time.Time, e EnqueueExec) {
+	if err := wire.CheckExecPayload(e.Body.PayloadInline, e.Body.PayloadRef); err != nil {
+		p.opError(e.Req, StatusBadRequest, "exec: %v", err)
+		return
+	}
 	w := p.targetIf(e.Req, e.WorkerID, e.Body.Command != "", "exec: command is required")
 	if w == nil {
 		return
@@ -99,7 +103,8 @@ func (p *Plane) onEnqueueExec(now time.Time, e EnqueueExec) {
 // execBody is the exec command an operator's request makes, under a new
 // exec id; a streamed one posts its chunks below ChunkURLBase.
 func (p *Plane) execBody(r *operator.ExecRequest) wire.Exec {
-	body := wire.Exec{ExecID: p.newExecID(), Command: r.Command, Env: r.Env, Workdir: r.Workdir}
+	body := wire.Exec{ExecID: p.newExecID(), Command: r.Command, Env: r.Env, Workdir: r.Workdir,
+		PayloadInline: wire.Blob(r.PayloadInline), PayloadRef: r.PayloadRef}
 	if body.Env == nil {
 		body.Env = map[string]string{}
 	}
@@ -250,6 +255,16 @@ func (p *Plane) onEnqueueRun(now time.Time, e EnqueueRun) {
 		p.opError(e.Req, StatusBadRequest, "run: function.module or script is required")
 		return
 	}
+	if r.PayloadRef != nil {
+		err := r.PayloadRef.Check()
+		if err == nil && len(r.ArgsBlob) > 0 {
+			err = fmt.Errorf("%w: both args_blob and payload_ref", wire.ErrPayloadInvalid)
+		}
+		if err != nil {
+			p.opError(e.Req, StatusBadRequest, "run: %v", err)
+			return
+		}
+	}
 	queue := r.Queue
 	if queue == "" {
 		queue = DefaultQueue
@@ -268,6 +283,7 @@ func (p *Plane) onEnqueueRun(now time.Time, e EnqueueRun) {
 		RequiredTags: slices.Clone(r.RequiredTags),
 		Script:       r.Script,
 		AsUser:       r.AsUser,
+		PayloadRef:   r.PayloadRef,
 		State:        InvocationQueued,
 		CreatedAt:    now,
 	}

@@ -204,6 +204,7 @@ func (p *Plane) takeRun(w *worker, queue string, now time.Time) (CommandRecord, 
 		RootInvocationID:   inv.RootInvocationID,
 		Script:             inv.Script,
 		AsUser:             inv.AsUser,
+		PayloadRef:         inv.PayloadRef,
 	}
 	raw, _ := body.MarshalMsg(nil) // encoding into a fresh buffer cannot fail
 	return CommandRecord{ID: inv.CommandID, WorkerID: w.ID(), Seq: inv.Seq, Kind: wire.KindRun, Body: raw,

@@ -150,6 +150,9 @@ type InvocationRecord struct {
 	AsUser             *string        `json:"as_user,omitempty"`
 	ParentInvocationID *string        `json:"parent_invocation_id,omitempty"`
 	RootInvocationID   *string        `json:"root_invocation_id,omitempty"`
+	// PayloadRef holds the arguments instead of ArgsBlob (over the inline
+	// threshold).
+	PayloadRef *wire.PayloadRef `json:"payload_ref,omitempty"`
 	// State is one of the Invocation* constants.
 	State      string          `json:"state"`
 	WorkerID   string          `json:"worker_id,omitempty"`

@@ -74,6 +74,11 @@ type Run struct {
 	Script *string `msg:"script,omitempty"`
 	// AsUser wraps the spawn as `runuser -u <as_user> -- …`.
 	AsUser *string `msg:"as_user,omitempty"`
+	// PayloadRef, when set, holds the arguments instead of ArgsBlob (they
+	// were over PayloadInlineThreshold): the daemon resolves it through
+	// the payload store and writes its bytes to args.msgpack. Spec 001
+	// "Payload store" names it on a run; it is omitted when nil.
+	PayloadRef *PayloadRef `msg:"payload_ref,omitempty"`
 }
 
 // Function names the code a run invokes.

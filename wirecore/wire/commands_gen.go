@@ -2762,6 +2762,24 @@ func (z *Run) DecodeMsg(dc *msgp.Reader) (err error) {
 					return
 				}
 			}
+		case "payload_ref":
+			if dc.IsNil() {
+				err = dc.ReadNil()
+				if err != nil {
+					err = msgp.WrapError(err, "PayloadRef")
+					return
+				}
+				z.PayloadRef = nil
+			} else {
+				if z.PayloadRef == nil {
+					z.PayloadRef = new(PayloadRef)
+				}
+				err = z.PayloadRef.DecodeMsg(dc)
+				if err != nil {
+					err = msgp.WrapError(err, "PayloadRef")
+					return
+				}
+			}
 		default:
 			err = dc.Skip()
 			if err != nil {
@@ -2776,8 +2794,8 @@ func (z *Run) DecodeMsg(dc *msgp.Reader) (err error) {
 // EncodeMsg implements msgp.Encodable
 func (z *Run) EncodeMsg(en *msgp.Writer) (err error) {
 	// check for omitted fields
-	zb0001Len := uint32(8)
-	var zb0001Mask uint8 /* 8 bits */
+	zb0001Len := uint32(9)
+	var zb0001Mask uint16 /* 9 bits */
 	_ = zb0001Mask
 	if z.Script == nil {
 		zb0001Len--
@@ -2786,6 +2804,10 @@ func (z *Run) EncodeMsg(en *msgp.Writer) (err error) {
 	if z.AsUser == nil {
 		zb0001Len--
 		zb0001Mask |= 0x80
+	}
+	if z.PayloadRef == nil {
+		zb0001Len--
+		zb0001Mask |= 0x100
 	}
 	// variable map header, size zb0001Len
 	err = en.Append(0x80 | uint8(zb0001Len))
@@ -2923,6 +2945,25 @@ func (z *Run) EncodeMsg(en *msgp.Writer) (err error) {
 				}
 			}
 		}
+		if (zb0001Mask & 0x100) == 0 { // if not omitted
+			// write "payload_ref"
+			err = en.Append(0xab, 0x70, 0x61, 0x79, 0x6c, 0x6f, 0x61, 0x64, 0x5f, 0x72, 0x65, 0x66)
+			if err != nil {
+				return
+			}
+			if z.PayloadRef == nil {
+				err = en.WriteNil()
+				if err != nil {
+					return
+				}
+			} else {
+				err = z.PayloadRef.EncodeMsg(en)
+				if err != nil {
+					err = msgp.WrapError(err, "PayloadRef")
+					return
+				}
+			}
+		}
 	}
 	return
 }
@@ -2931,8 +2972,8 @@ func (z *Run) EncodeMsg(en *msgp.Writer) (err error) {
 func (z *Run) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(8)
-	var zb0001Mask uint8 /* 8 bits */
+	zb0001Len := uint32(9)
+	var zb0001Mask uint16 /* 9 bits */
 	_ = zb0001Mask
 	if z.Script == nil {
 		zb0001Len--
@@ -2941,6 +2982,10 @@ func (z *Run) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.AsUser == nil {
 		zb0001Len--
 		zb0001Mask |= 0x80
+	}
+	if z.PayloadRef == nil {
+		zb0001Len--
+		zb0001Mask |= 0x100
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -3003,6 +3048,19 @@ func (z *Run) MarshalMsg(b []byte) (o []byte, err error) {
 				o = msgp.AppendNil(o)
 			} else {
 				o = msgp.AppendString(o, *z.AsUser)
+			}
+		}
+		if (zb0001Mask & 0x100) == 0 { // if not omitted
+			// string "payload_ref"
+			o = append(o, 0xab, 0x70, 0x61, 0x79, 0x6c, 0x6f, 0x61, 0x64, 0x5f, 0x72, 0x65, 0x66)
+			if z.PayloadRef == nil {
+				o = msgp.AppendNil(o)
+			} else {
+				o, err = z.PayloadRef.MarshalMsg(o)
+				if err != nil {
+					err = msgp.WrapError(err, "PayloadRef")
+					return
+				}
 			}
 		}
 	}
@@ -3156,6 +3214,23 @@ func (z *Run) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					return
 				}
 			}
+		case "payload_ref":
+			if msgp.IsNil(bts) {
+				bts, err = msgp.ReadNilBytes(bts)
+				if err != nil {
+					return
+				}
+				z.PayloadRef = nil
+			} else {
+				if z.PayloadRef == nil {
+					z.PayloadRef = new(PayloadRef)
+				}
+				bts, err = z.PayloadRef.UnmarshalMsg(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "PayloadRef")
+					return
+				}
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -3193,6 +3268,12 @@ func (z *Run) Msgsize() (s int) {
 		s += msgp.NilSize
 	} else {
 		s += msgp.StringPrefixSize + len(*z.AsUser)
+	}
+	s += 12
+	if z.PayloadRef == nil {
+		s += msgp.NilSize
+	} else {
+		s += z.PayloadRef.Msgsize()
 	}
 	return
 }

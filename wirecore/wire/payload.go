@@ -1,12 +1,60 @@
 package wire
 
-import "github.com/tinylib/msgp/msgp"
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tinylib/msgp/msgp"
+)
 
 // Payload limits of protocol "1".
 const (
 	PayloadInlineThreshold = 256 << 10
 	PayloadMax             = 100 << 20
+	// PayloadFetchTimeout bounds a payload's presign and download together.
+	PayloadFetchTimeout = 60 * time.Second
 )
+
+// EnvPayload names, in an exec's environment, the file that holds its
+// payload (payload_inline or payload_ref): a read-only file the exec may
+// read but not change, gone when the exec ends. A run gets its payload as
+// args.msgpack instead.
+const EnvPayload = "NYMPH_PAYLOAD"
+
+// ErrPayloadInvalid marks a payload the daemon refuses before fetching it.
+var ErrPayloadInvalid = errors.New("invalid payload")
+
+// Check reports whether the ref can be resolved: a bucket (the presign's
+// namespace) and a key, a size in 0..PayloadMax, and a sha256, when given,
+// of 64 hex digits. It is checked before any request is made.
+func (p *PayloadRef) Check() error {
+	switch {
+	case p.Bucket == "":
+		return fmt.Errorf("%w: payload_ref has no bucket", ErrPayloadInvalid)
+	case p.Key == "":
+		return fmt.Errorf("%w: payload_ref has no key", ErrPayloadInvalid)
+	case p.Size < 0 || p.Size > PayloadMax:
+		return fmt.Errorf("%w: payload_ref size %d: want 0..%d", ErrPayloadInvalid, p.Size, PayloadMax)
+	case p.SHA256 != nil && !ValidSHA256(*p.SHA256):
+		return fmt.Errorf("%w: payload_ref sha256 %q: want 64 hex digits", ErrPayloadInvalid, *p.SHA256)
+	}
+	return nil
+}
+
+// CheckExecPayload reports whether an exec's payload fields agree: at most
+// one of them, and an inline one of at most PayloadInlineThreshold bytes.
+func CheckExecPayload(inline []byte, ref *PayloadRef) error {
+	switch {
+	case len(inline) > 0 && ref != nil:
+		return fmt.Errorf("%w: both payload_inline and payload_ref", ErrPayloadInvalid)
+	case len(inline) > PayloadInlineThreshold:
+		return fmt.Errorf("%w: payload_inline of %d bytes: over %d, send a payload_ref", ErrPayloadInvalid, len(inline), PayloadInlineThreshold)
+	case ref != nil:
+		return ref.Check()
+	}
+	return nil
+}
 
 // PayloadRef points at a large payload in the control plane's payload store.
 // Its codec is hand-written because decoding must accept both

@@ -15,6 +15,9 @@ const (
 	ErrTypeImageRequired     = "ImageRequired"
 	ErrTypeRegistryAuth      = "RegistryAuthFailed"
 	ErrTypeWorkerLost        = "WorkerLost"
+	// ErrTypePayload: the run's payload_ref could not be resolved (refused,
+	// not downloaded, or its sha256 or size disagreed); no child ran.
+	ErrTypePayload = "PayloadError"
 )
 
 // CancelledMessage is the message of an invocation killed at the end of the
@@ -70,22 +73,22 @@ type ExecResult struct {
 // PresignRequest is the body of POST /v1/namespaces/{ns}/payloads/presign.
 // Its keys are camelCase on the wire.
 type PresignRequest struct {
-	Op    string `msg:"op"`
-	Key   string `msg:"key,omitempty"`
-	Size  *Int   `msg:"size,omitempty"`
-	JobID string `msg:"jobId,omitempty"`
-	Kind  string `msg:"kind,omitempty"`
+	Op    string `msg:"op" json:"op"`
+	Key   string `msg:"key,omitempty" json:"key,omitempty"`
+	Size  *Int   `msg:"size,omitempty" json:"size,omitempty"`
+	JobID string `msg:"jobId,omitempty" json:"jobId,omitempty"`
+	Kind  string `msg:"kind,omitempty" json:"kind,omitempty"`
 	// Overwrite lets a put replace a key that exists (nymph; absent, nil
 	// and false refuse it with 409, see docs/protocol.md "Payload store").
-	Overwrite *bool `msg:"overwrite,omitempty"`
+	Overwrite *bool `msg:"overwrite,omitempty" json:"overwrite,omitempty"`
 }
 
 // PresignResponse answers a presign: an expiring URL to GET or PUT.
 type PresignResponse struct {
-	URL       string            `msg:"url"`
-	Method    string            `msg:"method"`
-	Headers   map[string]string `msg:"headers"`
-	ExpiresAt Int               `msg:"expiresAt"`
+	URL       string            `msg:"url" json:"url"`
+	Method    string            `msg:"method" json:"method"`
+	Headers   map[string]string `msg:"headers" json:"headers"`
+	ExpiresAt Int               `msg:"expiresAt" json:"expiresAt"`
 }
 
 // KeyRotationRequest is the body of POST /v1/daemon/keys, signed by the

@@ -435,6 +435,32 @@ var runNullable = []string{
 	"run_config.docker", "run_config.docker.registry_auth",
 }
 
+// runPayloadRef is a run whose arguments were over the inline threshold:
+// args_blob is empty and payload_ref names them in the payload store.
+func runPayloadRef() *wire.Run {
+	return &wire.Run{
+		InvocationID:       "inv-07",
+		Function:           wire.Function{Module: "pipeline.train", Qualname: "Trainer.fit"},
+		RunConfig:          wire.RunConfig{Runner: "process"},
+		ArgsBlob:           []byte{},
+		ParentInvocationID: nil,
+		RootInvocationID:   nil,
+		PayloadRef:         payloadRef(),
+	}
+}
+
+func runPayloadRefFields() M {
+	return M{
+		"invocation_id":        "inv-07",
+		"function":             M{"module": "pipeline.train", "qualname": "Trainer.fit"},
+		"run_config":           M{"runner": "process"},
+		"args_blob":            []byte{},
+		"parent_invocation_id": nil,
+		"root_invocation_id":   nil,
+		"payload_ref":          payloadRefFields(),
+	}
+}
+
 func runSlurm() *wire.Run {
 	return &wire.Run{
 		InvocationID: "inv-05",
@@ -780,6 +806,8 @@ func All() []Vector {
 		vec("command_exec_minimal", execMinimal(), execMinimalFields()),
 		vec("command_ota_update", otaUpdate(), otaUpdateFields()),
 		vec("command_run", run(), runFields(), runNullable...),
+		vec("command_run_payload_ref", runPayloadRef(), runPayloadRefFields(), "parent_invocation_id", "root_invocation_id",
+			"payload_ref.sha256", "payload_ref.content_type"),
 		vec("command_run_slurm", runSlurm(), runSlurmFields(), "run_config.slurm", "run_config.slurm.poll_interval_s",
 			"run_config.slurm.nodes", "run_config.slurm.ntasks-per-node", "run_config.slurm.cpus-per-task", "run_config.slurm.mem"),
 		vec("command_run_kube", runKube(), runKubeFields(), "run_config.kube", "run_config.kube.poll_interval_s",
