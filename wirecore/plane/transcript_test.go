@@ -1,6 +1,7 @@
 package plane_test
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -125,6 +126,50 @@ func list(d *datadriven.TestData, key string) []string {
 	return nil
 }
 
+// inlinePayload is inline=N: N bytes of payload_inline.
+func inlinePayload(t *testing.T, d *datadriven.TestData) []byte {
+	if n := int(float(t, d, "inline", 0)); n > 0 {
+		return bytes.Repeat([]byte("p"), n)
+	}
+	return nil
+}
+
+// payloadRef is ref=BUCKET/KEY [size=N] [sha=HEX]: a payload_ref.
+func payloadRef(t *testing.T, d *datadriven.TestData) *wire.PayloadRef {
+	bk := str(d, "ref")
+	if bk == "" {
+		return nil
+	}
+	bucket, key, _ := strings.Cut(bk, "/")
+	r := &wire.PayloadRef{Bucket: bucket, Key: key, Size: wire.Int(float(t, d, "size", 0)), ContentType: wire.ContentTypeOctets}
+	if sha := str(d, "sha"); sha != "" {
+		r.SHA256 = &sha
+	}
+	return r
+}
+
+func showArgs(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" args=%dB", len(b))
+}
+
+// showPayload renders an exec's or run's payload fields.
+func showPayload(inline []byte, ref *wire.PayloadRef) string {
+	s := ""
+	if len(inline) > 0 {
+		s += fmt.Sprintf(" payload_inline=%dB", len(inline))
+	}
+	if ref != nil {
+		s += fmt.Sprintf(" payload_ref=%s/%s size=%d", ref.Bucket, ref.Key, ref.Size)
+		if ref.SHA256 != nil {
+			s += " sha256=" + (*ref.SHA256)[:8] + "…"
+		}
+	}
+	return s
+}
+
 // float is key=F, def when the case has no key.
 func float(t *testing.T, d *datadriven.TestData, key string, def float64) float64 {
 	d.MaybeScanArgs(t, key, &def)
@@ -226,7 +271,8 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 	case "worker":
 		ev = plane.GetWorker{Req: req(t, d), WorkerID: h.id(str(d, "id"))}
 	case "exec":
-		body := operator.ExecRequest{Command: str(d, "cmd"), Stream: d.HasArg("stream")}
+		body := operator.ExecRequest{Command: str(d, "cmd"), Stream: d.HasArg("stream"),
+			PayloadInline: inlinePayload(t, d), PayloadRef: payloadRef(t, d)}
 		ev = plane.EnqueueExec{Req: req(t, d), WorkerID: h.id(str(d, "worker")), Body: body}
 	case "setup":
 		body := operator.SetupRequest{Script: str(d, "script"), RefreshCapabilities: d.HasArg("refresh"), Sudo: d.HasArg("sudo")}
@@ -248,7 +294,8 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		ev = plane.WaitLogs{Req: req(t, d), ExecID: h.id(str(d, "exec")), Offset: int64(float(t, d, "offset", 0)), WaitS: float(t, d, "wait", 0)}
 	case "run":
 		body := operator.RunRequest{Queue: str(d, "queue"), Function: wire.Function{Module: "jobs", Qualname: str(d, "fn")},
-			RunConfig: wire.RunConfig{Runner: str(d, "runner")}, RequiredTags: list(d, "tags")}
+			RunConfig: wire.RunConfig{Runner: str(d, "runner")}, RequiredTags: list(d, "tags"),
+			ArgsBlob: []byte(str(d, "args")), PayloadRef: payloadRef(t, d)}
 		ev = plane.EnqueueRun{Req: req(t, d), Body: body}
 	case "invocations":
 		ev = plane.ListInvocations{Req: req(t, d)}
@@ -545,13 +592,14 @@ func (h *harness) showCommand(c wire.Command) string {
 		if d.Body.Log != nil {
 			s += " stdout_url=" + h.aliasText(d.Body.Log.StdoutURL)
 		}
-		return s
+		return s + showPayload(d.Body.PayloadInline, d.Body.PayloadRef)
 	case wire.SetupCommand:
 		return fmt.Sprintf("setup %s script=%q refresh=%v sudo=%v", h.name("C", c.ID), d.Body.Script, d.Body.RefreshCapabilities, d.Body.Sudo)
 	case wire.HibernateCommand:
 		return fmt.Sprintf("hibernate %s until=%s", h.name("C", c.ID), h.rel(time.Unix(int64(d.Body.UntilEpochS), 0)))
 	case wire.RunCommand:
-		return fmt.Sprintf("run %s invocation=%s fn=%s runner=%q", h.name("C", c.ID), h.name("I", d.Body.InvocationID), d.Body.Function.Qualname, d.Body.RunConfig.Runner)
+		return fmt.Sprintf("run %s invocation=%s fn=%s runner=%q", h.name("C", c.ID), h.name("I", d.Body.InvocationID), d.Body.Function.Qualname, d.Body.RunConfig.Runner) +
+			showArgs(d.Body.ArgsBlob) + showPayload(nil, d.Body.PayloadRef)
 	case wire.OTAUpdateCommand:
 		return fmt.Sprintf("ota_update %s version=%s", h.name("C", c.ID), d.Body.Version)
 	case wire.ResetBackoffCommand, wire.RotateKeyCommand:
