@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"time"
 
+	"github.com/nymphd/nymph/hostio/childpids"
 	"github.com/nymphd/nymph/hostio/procgroup"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
@@ -31,6 +32,9 @@ type Child struct {
 	// Started, when set, is called once the child runs; OnStop, when set,
 	// when ctx ends, before the process group is signalled.
 	Started, OnStop func()
+	// PIDs, when set, holds a PID file for the child while it runs, so a
+	// daemon killed outright stops its group at the next start (Reap).
+	PIDs *childpids.Dir
 }
 
 // Run starts the child as the leader of its own process group (so a stop
@@ -53,10 +57,12 @@ func (c Child) Run(ctx context.Context) (exited, err error) {
 		return nil, fmt.Errorf("%s: spawn %s: %w", c.Name, c.Spawn, err)
 	}
 	logged := out.Start()
+	forget := c.record(cmd.Process.Pid)
 	if c.Started != nil {
 		c.Started()
 	}
 	stopped, exited := procgroup.WaitOrStop(ctx, cmd, c.KillGrace, c.OnStop)
+	forget()
 	out.Drain(logged, c.DrainGrace)
 	if stopped {
 		return nil, ErrKilled
@@ -66,6 +72,28 @@ func (c Child) Run(ctx context.Context) (exited, err error) {
 		return nil, fmt.Errorf("%s: wait: %w", c.Name, exited)
 	}
 	return exited, nil
+}
+
+// record writes the child's PID file when c.PIDs is set; the returned
+// func removes it, once the child is reaped. A file that cannot be written
+// is logged and the child runs on: it only matters if the daemon dies.
+func (c Child) record(pid int) (forget func()) {
+	remove, err := c.PIDs.Add(pid)
+	if err != nil {
+		c.logger().Warn(c.Name+": child runs without a PID file; a daemon killed outright would leave its group", "pid", pid, "err", err)
+	}
+	return func() {
+		if err := remove(); err != nil {
+			c.logger().Warn(c.Name+": PID file left behind", "pid", pid, "err", err)
+		}
+	}
+}
+
+func (c Child) logger() *slog.Logger {
+	if c.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return c.Log
 }
 
 // Unfinished is the outcome of a child that did not run to its end, as Run

@@ -3,8 +3,10 @@ package shellexec
 import (
 	"context"
 	"os/exec"
+	"path/filepath"
 	"testing"
 
+	"github.com/nymphd/nymph/hostio/childpids"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
 
@@ -15,6 +17,23 @@ func BenchmarkRunTrue(b *testing.B) {
 	b.ReportAllocs()
 	ex := wire.Exec{ExecID: "bench", Command: "true"}
 	opt := Options{}
+	for b.Loop() {
+		if res := Run(context.Background(), ex, opt); res.ExitCode != 0 {
+			b.Fatalf("exit %d", res.ExitCode)
+		}
+	}
+}
+
+// BenchmarkRunTrueWithPIDFile is BenchmarkRunTrue with a PID file
+// written and removed around each shell.
+func BenchmarkRunTrueWithPIDFile(b *testing.B) {
+	b.ReportAllocs()
+	pids, err := childpids.Open(filepath.Join(b.TempDir(), "pids"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ex := wire.Exec{ExecID: "bench", Command: "true"}
+	opt := Options{PIDs: pids}
 	for b.Loop() {
 		if res := Run(context.Background(), ex, opt); res.ExitCode != 0 {
 			b.Fatalf("exit %d", res.ExitCode)

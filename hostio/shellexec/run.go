@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nymphd/nymph/hostio/childpids"
 	"github.com/nymphd/nymph/hostio/procgroup"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
@@ -122,6 +123,7 @@ func spawnAndWait(ctx context.Context, ex wire.Exec, opt Options, out sink, log 
 		return wire.ExitSpawnFailed, fmt.Errorf("exec %s: spawn bash in %q: %w", ex.ExecID, cmd.Dir, err)
 	}
 	p.closeChildEnds()
+	forget := recordShell(opt.PIDs, cmd.Process.Pid, log)
 	if ex.Stdin != "" {
 		go feedStdin(p.stdinW, ex.Stdin)
 	} else {
@@ -132,7 +134,31 @@ func spawnAndWait(ctx context.Context, ex wire.Exec, opt Options, out sink, log 
 	disarm := g.arm(ctx, timeoutOf(ex))
 	waitErr := awaitShell(cmd, p, out, opt.DrainGrace, log)
 	disarm()
-	return g.reaped(waitErr)
+	code, err := g.reaped(waitErr)
+	if forget != nil {
+		forget()
+	}
+	return code, err
+}
+
+// recordShell writes the shell's PID file when pids is set and returns
+// what removes it once the shell is reaped (nil when there is nothing to
+// remove). A file that cannot be written is logged and the exec runs on:
+// it only matters if the daemon dies.
+func recordShell(pids *childpids.Dir, pid int, log *slog.Logger) (forget func()) {
+	if pids == nil {
+		return nil
+	}
+	remove, err := pids.Add(pid)
+	if err != nil {
+		log.Warn("exec runs without a PID file; a daemon killed outright would leave its group", "pid", pid, "err", err)
+		return nil
+	}
+	return func() {
+		if err := remove(); err != nil {
+			log.Warn("exec's PID file left behind", "pid", pid, "err", err)
+		}
+	}
 }
 
 // noteCollected logs how reading the output ended, when not at EOF.

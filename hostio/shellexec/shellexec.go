@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/nymphd/nymph/hostio/childpids"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
 
@@ -72,6 +73,10 @@ type Options struct {
 	ShutdownPostGrace time.Duration
 	// Now reads the clock for duration_ms; nil means time.Now.
 	Now func() time.Time
+	// PIDs, when set, holds a PID file for each shell while it runs, so a
+	// daemon killed outright stops the shell's group at its next start
+	// (childpids.Dir.Reap). Nil records none.
+	PIDs *childpids.Dir
 }
 
 // Run executes ex and returns its result; it never fails, every failure is

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nymphd/nymph/hostio/childpids"
 	"github.com/nymphd/nymph/runners"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
@@ -54,6 +55,10 @@ type Options struct {
 	KillGrace time.Duration
 	// DrainGrace bounds logging the client's output after it exited.
 	DrainGrace time.Duration
+	// PIDs, when set, holds a PID file for the docker client while it
+	// runs (runners.Child.PIDs); nil records none. The container itself
+	// is dockerd's child, in no group of the daemon's.
+	PIDs *childpids.Dir
 }
 
 // Runner is a docker runner for one container runtime.
@@ -199,7 +204,7 @@ func (r *Runner) runClient(ctx context.Context, inv runners.Invocation, env []st
 	cmd.Env = env
 	cmd.Dir = inv.Workdir
 	return runners.Child{Cmd: cmd, Log: log, Name: "docker runner", Spawn: r.opt.Docker,
-		KillGrace: r.opt.KillGrace, DrainGrace: r.opt.DrainGrace,
+		KillGrace: r.opt.KillGrace, DrainGrace: r.opt.DrainGrace, PIDs: r.opt.PIDs,
 		Started: func() { log.Info("container starting", "image", inv.Run.RunConfig.Image, "runtime", r.runtime) },
 		OnStop:  func() { r.stop(inv.Workdir, env, log) },
 	}.Run(ctx)

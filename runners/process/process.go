@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"time"
 
+	"github.com/nymphd/nymph/hostio/childpids"
 	"github.com/nymphd/nymph/runners"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
@@ -37,6 +38,9 @@ type Options struct {
 	KillGrace time.Duration
 	// DrainGrace: see DefaultDrainGrace. Zero means the default.
 	DrainGrace time.Duration
+	// PIDs, when set, holds a PID file for each child while it runs
+	// (runners.Child.PIDs); nil records none.
+	PIDs *childpids.Dir
 }
 
 // Runner is the process runner.
@@ -111,7 +115,7 @@ func (r *Runner) runChild(ctx context.Context, inv runners.Invocation, argv []st
 	// Stdin stays nil: /dev/null.
 	exited, err = runners.Child{Cmd: cmd, Log: log, Name: "process runner",
 		Spawn:     fmt.Sprintf("%q in %s", argv[0], inv.Workdir),
-		KillGrace: r.opt.KillGrace, DrainGrace: r.opt.DrainGrace,
+		KillGrace: r.opt.KillGrace, DrainGrace: r.opt.DrainGrace, PIDs: r.opt.PIDs,
 		Started: func() { log.Info("child started", "pid", cmd.Process.Pid, "argv0", argv[0]) },
 		OnStop:  func() { log.Info("shutdown grace expired; stopping child", "pid", cmd.Process.Pid) },
 	}.Run(ctx)

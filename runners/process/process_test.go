@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nymphd/nymph/hostio/childpids"
 	"github.com/nymphd/nymph/internal/testkit"
 	"github.com/nymphd/nymph/runners"
 	"github.com/nymphd/nymph/runners/internal/testbuild"
@@ -270,5 +271,37 @@ func TestAsUser(t *testing.T) {
 	o = reg.ExecuteAs(context.Background(), runners.KindProcess, wire.Run{InvocationID: "setup-9", Script: ptr(`test "$(id -u)" = 0`), AsUser: ptr("root")}, "_setup-9")
 	if o.State != wire.StateSucceeded {
 		t.Fatalf("sudo setup: %+v", o)
+	}
+}
+
+func TestPIDFileWhileTheChildRuns(t *testing.T) {
+	pids, err := childpids.Open(filepath.Join(t.TempDir(), "pids"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(t.TempDir(), "udf")
+	rn := New(Options{KillGrace: 300 * time.Millisecond, DrainGrace: 300 * time.Millisecond, PIDs: pids})
+	reg := runners.NewRegistry(runners.Config{Root: root, Entry: []string{entryPath}}, rn)
+	// The file is written once the child started: the script waits for
+	// it (up to 5 s). Exit 3 keeps the workdir and the listing in it.
+	script := `for i in $(seq 500); do ls '` + pids.Path() + `' > listing; test -s listing && break; sleep 0.01; done
+echo $$ > pid; exit 3`
+	o := reg.ExecuteAs(context.Background(), runners.KindProcess, wire.Run{InvocationID: "setup-pids", Script: &script}, "")
+	if diff := cmp.Diff(runners.ScriptExited(3), o); diff != "" {
+		t.Fatal(diff)
+	}
+	listing, err := os.ReadFile(filepath.Join(root, "setup-pids", "listing"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := os.ReadFile(filepath.Join(root, "setup-pids", "pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(listing), strings.TrimSpace(string(pid))+"-") || strings.Count(string(listing), ".json") != 1 {
+		t.Errorf("PID files while the script ran: %q; want one, of pid %s", listing, pid)
+	}
+	if left, err := os.ReadDir(pids.Path()); err != nil || len(left) != 0 {
+		t.Errorf("PID files after the run: %v, %v; want none", left, err)
 	}
 }
