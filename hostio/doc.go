@@ -9,6 +9,9 @@
 // relay is `nymph relay`, ctl is `nymph ctl`, dev is `nymph dev` (which
 // runs a serve and a daemon as its children).
 //
+//   - blobcache: the daemon's content-addressed cache of downloaded
+//     payloads (two-level fan-out, verified on every hit, LRU by mtime
+//     under [mounts] cache_max_bytes). daemon.
 //   - blobstore: serve's payload files and the presigned URLs a daemon
 //     fetches and stores them through. serve.
 //   - daemonconfig: udf-daemon.toml, flags and environment, read once at
@@ -18,14 +21,18 @@
 //   - fifoclient: the FIFO relay transport, the daemon's side. daemon.
 //   - hostprobe: what host the daemon runs on (versions; SLURM, Kubernetes,
 //     AWS, GCP or local). daemon.
-//   - httpclient: the direct HTTP transport (TLS through tlsca), and the
-//     no-redirect rule.
+//   - httpclient: the direct HTTP transport (TLS through tlsca), the
+//     no-redirect rule, and the credential-free downloads of OTA binaries
+//     and presigned payloads (Downloads).
 //     daemon; ctl and dev through opclient.
 //   - instancelock: one process per directory (flock), the holder named
 //     in the refusal. daemon (its state directory), relay (its prefix).
 //   - introspect: the daemon's loopback /status and /metrics server.
 //     daemon; dev reads /status.
 //   - opclient: the client of serve's operator API. ctl, dev.
+//   - payload: a payload_ref resolved (presigned through the daemon's
+//     transport, downloaded, verified, cached) and an exec's payload
+//     staged as the file $NYMPH_PAYLOAD names. daemon.
 //   - planeserver: serve's HTTP routes and the loop that owns
 //     wirecore/plane. serve. Its storetest is the behaviour every Store
 //     must have, run against the memory store and sqlstore.
