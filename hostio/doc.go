@@ -14,6 +14,9 @@
 //     under [mounts] cache_max_bytes). daemon.
 //   - blobstore: serve's payload files and the presigned URLs a daemon
 //     fetches and stores them through. serve.
+//   - childpids: a PID file per running child, and the stop, at start, of
+//     the groups a daemon killed outright left behind. daemon (shellexec,
+//     the process and docker runners).
 //   - daemonconfig: udf-daemon.toml, flags and environment, read once at
 //     boot. daemon; dev writes a daemon's file with it.
 //   - daemonloop: the daemon's driver, feeding wirecore/daemon its events

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/nymphd/nymph/hostio/fifoclient"
 	"github.com/nymphd/nymph/hostio/hostprobe"
 	"github.com/nymphd/nymph/hostio/blobcache"
+	"github.com/nymphd/nymph/hostio/childpids"
 	"github.com/nymphd/nymph/hostio/httpclient"
 	"github.com/nymphd/nymph/hostio/payload"
 	"github.com/nymphd/nymph/hostio/introspect"
@@ -27,6 +29,7 @@ import (
 	"github.com/nymphd/nymph/runners"
 	"github.com/nymphd/nymph/runners/builtin"
 	"github.com/nymphd/nymph/runners/docker"
+	"github.com/nymphd/nymph/runners/process"
 	"github.com/nymphd/nymph/runners/kube"
 	"github.com/nymphd/nymph/wirecore/daemon"
 	"github.com/nymphd/nymph/wirecore/wire"
@@ -138,11 +141,21 @@ func daemonMain(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, log *
 		}
 	}
 
+	// One PID directory per state directory, under its lock: Reap only
+	// ever sees what an earlier daemon of this workdir left running.
+	pids, err := childpids.Open(filepath.Join(cfg.Runtime.Workdir, ".pids"))
+	if err != nil {
+		log.Warn("children run without PID files; a daemon killed outright would leave their groups", "err", err)
+	} else {
+		pids.Reap(ctx, log, nil)
+	}
+
 	kinds := mcfg.Runners
 	// process is always built: setups run through it whatever the host offers.
 	offered, err := builtin.Runners(append([]string{runners.KindProcess}, kinds...), builtin.Options{
-		Docker: docker.Options{Entry: cfg.Runtime.ContainerEntry},
-		Kube:   kube.Options{Entry: cfg.Runtime.ContainerEntry},
+		Process: process.Options{PIDs: pids},
+		Docker:  docker.Options{Entry: cfg.Runtime.ContainerEntry, PIDs: pids},
+		Kube:    kube.Options{Entry: cfg.Runtime.ContainerEntry},
 	})
 	if err != nil {
 		fmt.Fprintf(env.stderr, "nymph daemon: [runtime] runners: %v\n", err)
@@ -165,7 +178,7 @@ func daemonMain(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, log *
 		Machine:     daemon.New(mcfg, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))),
 		Transport:   tr,
 		Runners:     registry,
-		ExecOptions: shellexec.Options{DefaultWorkdir: cfg.Runtime.Workdir, Logger: log},
+		ExecOptions: shellexec.Options{DefaultWorkdir: cfg.Runtime.Workdir, Logger: log, PIDs: pids},
 		Refresh: func(ctx context.Context) (wire.Capabilities, error) {
 			_, detected := hostprobe.Detect(ctx, probeEnv)
 			return wire.Capabilities{Runners: hostprobe.MergeRunners(cfg.Runtime.Runners, detected),
