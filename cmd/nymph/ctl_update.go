@@ -10,6 +10,7 @@ import (
 	"github.com/nymphd/nymph/cmd/nymph/internal/termtext"
 	"github.com/nymphd/nymph/hostio/opclient"
 	"github.com/nymphd/nymph/wirecore/operator"
+	"github.com/nymphd/nymph/wirecore/plane"
 )
 
 // updatePollEvery is how often ctl update --wait looks at the workers.
@@ -19,8 +20,9 @@ const updatePollEvery = time.Second
 // --url the server derives the url and sha256 for each worker from its
 // --releases directory and the worker's platform (the latest version when
 // --version is not given). With --wait (the default for --all) it waits
-// for each worker to come back and reports: updated, not updated (rolled
-// back or refused: the daemon's log says which), unreachable.
+// for each worker to come back and reports: updated, rolled back, not
+// updated (it took the update and runs on: refused or still downloading),
+// unreachable (it never polled for it, or is lost).
 func ctlUpdate(ctx context.Context, c *ctlRun, args []string) int {
 	fs := c.flags("update")
 	all := fs.Bool("all", false, "update every worker that is not lost")
@@ -120,19 +122,23 @@ func ctlUpdate(ctx context.Context, c *ctlRun, args []string) int {
 	return 0
 }
 
-// waitUpdated waits until every queued worker reports the version it was
-// sent, or wait passes, and records each one's outcome.
+// waitUpdated waits until every queued worker has settled the update it
+// was sent (updated, or back on another version: rolled back), or wait
+// passes, and records each one's outcome from what serve saw.
 func waitUpdated(ctx context.Context, c *ctlRun, queued, outcomes map[string]string, wait time.Duration) {
 	deadline := time.Now().Add(wait)
-	last := map[string]string{}
+	last := map[string]operator.Worker{}
 	for {
 		ws, err := c.client.Workers(ctx)
 		if err == nil {
 			for _, w := range ws {
-				v, _ := w.Versions["daemon"].(string)
-				last[w.ID] = v
-				if want, ok := queued[w.ID]; ok && v == want {
-					outcomes[w.ID] = "updated to " + want
+				want, ok := queued[w.ID]
+				if !ok {
+					continue
+				}
+				last[w.ID] = w
+				if o, settled := updateSettled(w, want); settled {
+					outcomes[w.ID] = o
 					delete(queued, w.ID)
 				}
 			}
@@ -147,6 +153,31 @@ func waitUpdated(ctx context.Context, c *ctlRun, queued, outcomes map[string]str
 		}
 	}
 	for id, want := range queued {
-		outcomes[id] = fmt.Sprintf("not updated: still runs %s, not %s, after %v (rolled back or refused: the daemon's log says which)", last[id], want, wait)
+		outcomes[id] = updateUnsettled(last[id], want, wait)
 	}
+}
+
+// updateSettled says how w ended the update to want, if it has.
+func updateSettled(w operator.Worker, want string) (string, bool) {
+	running, _ := w.Versions["daemon"].(string)
+	u := w.Update
+	switch {
+	case running == want:
+		return "updated to " + want, true
+	case u != nil && u.Version == want && u.State == plane.UpdateRolledBack:
+		return fmt.Sprintf("rolled back: came back on %s instead of %s (its daemon's log says why)", u.Running, want), true
+	}
+	return "", false
+}
+
+// updateUnsettled words an update not settled within wait.
+func updateUnsettled(w operator.Worker, want string, wait time.Duration) string {
+	running, _ := w.Versions["daemon"].(string)
+	switch {
+	case w.State == "lost":
+		return fmt.Sprintf("unreachable: the worker is lost (it runs %s)", running)
+	case w.Update == nil || w.Update.Version != want || w.Update.State == plane.UpdateQueued:
+		return fmt.Sprintf("unreachable: the worker did not poll for the update within %v (it runs %s)", wait, running)
+	}
+	return fmt.Sprintf("not updated: the worker took the update but still runs %s, not %s, after %v (it refused it or is still downloading: its daemon's log says which)", running, want, wait)
 }

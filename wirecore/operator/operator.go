@@ -62,6 +62,21 @@ type Worker struct {
 	// KeyRevoked says an operator revoked the worker's key: its machine
 	// comes back only by joining with a new token.
 	KeyRevoked bool `json:"key_revoked,omitempty"`
+	// Update is the last ota_update sent to the worker; nil when none was.
+	Update *UpdateStatus `json:"update,omitempty"`
+}
+
+// UpdateStatus is an ota_update's progress on one worker. State is
+// "queued" (waiting for a poll), "delivered" (a poll took it; no hello
+// since: downloading, or refused and running on — its daemon logs why),
+// "rolled_back" (a hello after it reported another version) or "updated".
+type UpdateStatus struct {
+	Version  string  `json:"version"`
+	From     string  `json:"from,omitempty"`
+	State    string  `json:"state"`
+	AtEpochS float64 `json:"at_epoch_s"`
+	// Running is the version of the hello that settled it.
+	Running string `json:"running,omitempty"`
 }
 
 // ExecRequest queues an exec on one worker.

@@ -154,6 +154,20 @@ func (p *Plane) onHello(now time.Time, e Hello) {
 	p.replies = append(p.replies, rep)
 }
 
+// settleUpdate reads a hello as the end of the update u: the version sent
+// means updated; another version, after the update was delivered, means
+// the worker came back without it (rolled back). An update still queued
+// is not settled by a hello: the worker has not seen it yet.
+func settleUpdate(u *UpdateRecord, running string, now time.Time) {
+	switch {
+	case u == nil || u.State == UpdateDone || u.State == UpdateRolledBack:
+	case running == u.Version:
+		u.State, u.At, u.Running = UpdateDone, now, running
+	case u.State == UpdateDelivered:
+		u.State, u.At, u.Running = UpdateRolledBack, now, running
+	}
+}
+
 // admit creates the worker of a machine_id, or refreshes the one it has:
 // a daemon that restarts keeps its worker id, its queued commands and its
 // setup FIFO. en, when set, is the key the hello enrolled.
@@ -187,6 +201,7 @@ func (p *Plane) admit(now time.Time, h *wire.HelloRequest, en *enrolment) *worke
 	if r.TargetVersion != "" && h.Versions.Daemon != nil && *h.Versions.Daemon == r.TargetVersion {
 		r.TargetVersion = ""
 	}
+	settleUpdate(r.Update, deref(h.Versions.Daemon), now)
 	// A restarted daemon has forgotten setups it had not acked, and its
 	// hello carries freshly detected capabilities: only the FIFO counts.
 	r.SetupsInFlight = nil

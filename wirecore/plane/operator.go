@@ -188,6 +188,7 @@ func (p *Plane) onEnqueueUpdate(now time.Time, e EnqueueUpdate) {
 	}
 	raw, _ := (&wire.OTAUpdate{Version: r.Version, URL: r.URL, SHA256: strings.ToLower(r.SHA256)}).MarshalMsg(nil)
 	w.rec.TargetVersion = r.Version
+	w.rec.Update = &UpdateRecord{Version: r.Version, From: deref(w.rec.Versions.Daemon), State: UpdateQueued, At: now}
 	p.putWorker(w)
 	c := p.enqueue(w, wire.KindOTAUpdate, raw, now, nil)
 	p.wakeWorker(w, now)
@@ -340,7 +341,22 @@ func workerView(w *worker, running int) operator.Worker {
 		Running:         running,
 		KeyID:           r.KeyID,
 		KeyRevoked:      r.KeyRevoked,
+		Update:          updateView(r.Update),
 	}
+}
+
+func updateView(u *UpdateRecord) *operator.UpdateStatus {
+	if u == nil {
+		return nil
+	}
+	return &operator.UpdateStatus{Version: u.Version, From: u.From, State: u.State, AtEpochS: wire.EpochSeconds(u.At), Running: u.Running}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 func nonNil(s []string) []string {

@@ -385,6 +385,10 @@ func cloneWorker(r WorkerRecord) WorkerRecord {
 	r.Capabilities.Runners = slices.Clone(r.Capabilities.Runners)
 	r.RevokedKeyIDs = slices.Clone(r.RevokedKeyIDs)
 	r.PinnedTags = slices.Clone(r.PinnedTags)
+	if r.Update != nil {
+		u := *r.Update
+		r.Update = &u
+	}
 	return r
 }
 

@@ -171,6 +171,11 @@ func (p *Plane) delivered(w *worker, c CommandRecord, now time.Time) {
 	case wire.KindSetup:
 		w.rec.SetupsInFlight = append(w.rec.SetupsInFlight, SetupInFlight{CommandID: c.ID, Refresh: c.Refresh})
 		p.putWorker(w)
+	case wire.KindOTAUpdate:
+		if u := w.rec.Update; u != nil && u.State == UpdateQueued {
+			u.State, u.At = UpdateDelivered, now
+			p.putWorker(w)
+		}
 	case wire.KindHibernate:
 		var h wire.Hibernate
 		if _, err := h.UnmarshalMsg(c.Body); err == nil {

@@ -81,11 +81,41 @@ type WorkerRecord struct {
 	// TargetVersion is sent as target_nymph_version until the worker's
 	// versions.daemon equals it.
 	TargetVersion string `json:"target_version,omitempty"`
+	// Update is the last ota_update sent to the worker and what became of
+	// it, as far as the plane can tell; nil when none was.
+	Update *UpdateRecord `json:"update,omitempty"`
 	// SetupsInFlight are setup commands delivered and not yet acked.
 	SetupsInFlight []SetupInFlight `json:"setups_in_flight,omitempty"`
 	// AwaitingCapabilities is true between a successful refresh setup and
 	// the poll that carries updated_capabilities.
 	AwaitingCapabilities bool `json:"awaiting_capabilities,omitempty"`
+}
+
+// Update states, as operator.Worker.Update shows them.
+const (
+	// UpdateQueued: the ota_update waits for the worker's next poll.
+	UpdateQueued = "queued"
+	// UpdateDelivered: a poll took it and the worker has not come back
+	// with a hello since: still downloading, or refused it (a digest
+	// mismatch, a download that failed: its daemon logs which) and runs on.
+	UpdateDelivered = "delivered"
+	// UpdateRolledBack: after the update the worker said hello again on
+	// another version — the new binary was rolled back (or the daemon
+	// restarted without installing it).
+	UpdateRolledBack = "rolled_back"
+	// UpdateDone: a hello reported the version sent.
+	UpdateDone = "updated"
+)
+
+// UpdateRecord is an ota_update's progress on one worker.
+type UpdateRecord struct {
+	Version string `json:"version"`
+	// From is the version the worker ran when it was sent the update.
+	From  string    `json:"from,omitempty"`
+	State string    `json:"state"`
+	At    time.Time `json:"at"`
+	// Running is the version of the hello that settled it.
+	Running string `json:"running,omitempty"`
 }
 
 // TokenRecord is one join token. Only SecretHash (identity.SecretHash)

@@ -427,6 +427,12 @@ func (h *harness) showBatch(b *plane.Batch) []string {
 		if w.TargetVersion != "" {
 			s += " target=" + w.TargetVersion
 		}
+		if u := w.Update; u != nil {
+			s += " update=" + u.Version + ":" + u.State
+			if u.Running != "" {
+				s += "(running " + u.Running + ")"
+			}
+		}
 		out = append(out, s+h.showKeys(&w))
 	}
 	for _, tk := range b.Tokens {
@@ -567,6 +573,9 @@ func (h *harness) showWorker(w operator.Worker) string {
 	}
 	if w.KeyRevoked {
 		s += " key-revoked"
+	}
+	if u := w.Update; u != nil {
+		s += fmt.Sprintf(" update=%s:%s from=%s", u.Version, u.State, u.From)
 	}
 	return s
 }
