@@ -388,11 +388,15 @@ func (c *ctlRun) payload(ctx context.Context, ns string, data []byte) (inline []
 	if len(data) <= wire.PayloadInlineThreshold {
 		return data, nil, nil
 	}
-	r, err := c.client.UploadPayload(ctx, ns, data)
+	r, sent, err := c.client.UploadPayload(ctx, ns, data)
 	if err != nil {
 		return nil, nil, err
 	}
-	termtext.Fprintf(c.env.stderr, "uploaded %d bytes to the payload store as %s/%s\n", len(data), r.Bucket, r.Key)
+	if sent {
+		termtext.Fprintf(c.env.stderr, "uploaded %d bytes to the payload store as %s/%s\n", len(data), r.Bucket, r.Key)
+	} else {
+		termtext.Fprintf(c.env.stderr, "the payload store holds these %d bytes already as %s/%s\n", len(data), r.Bucket, r.Key)
+	}
 	return nil, &r, nil
 }
 

@@ -24,36 +24,38 @@ func PayloadKey(sha string) string { return "sha256-" + sha }
 // UploadPayload puts data in the control plane's payload store, in
 // namespace ns, and returns the payload_ref that names it, sha256
 // included, so the daemon verifies what it downloads. Bytes already
-// stored under their digest are not sent again.
-func (c *Client) UploadPayload(ctx context.Context, ns string, data []byte) (wire.PayloadRef, error) {
+// stored under their digest are not sent again: sent says whether they
+// were.
+func (c *Client) UploadPayload(ctx context.Context, ns string, data []byte) (ref wire.PayloadRef, sent bool, err error) {
 	if len(data) > wire.PayloadMax {
-		return wire.PayloadRef{}, fmt.Errorf("opclient: payload of %d bytes: over the %d-byte limit", len(data), wire.PayloadMax)
+		return wire.PayloadRef{}, false, fmt.Errorf("opclient: payload of %d bytes: over the %d-byte limit", len(data), wire.PayloadMax)
 	}
 	sum := sha256.Sum256(data)
 	sha := hex.EncodeToString(sum[:])
-	ref := wire.PayloadRef{Bucket: ns, Key: PayloadKey(sha), Size: wire.Int(len(data)),
+	ref = wire.PayloadRef{Bucket: ns, Key: PayloadKey(sha), Size: wire.Int(len(data)),
 		ContentType: wire.ContentTypeOctets, SHA256: &sha}
 	size := wire.Int(len(data))
 	p := strings.Replace(operator.PathPresign, "{ns}", ns, 1)
 	signed, err := post[wire.PresignResponse](ctx, c, p, wire.PresignRequest{Op: "put", Key: ref.Key, Size: &size, Kind: "payload"})
 	var ae *APIError
 	if errors.As(err, &ae) && ae.Status == http.StatusConflict {
-		return ref, nil // stored already: the key is the digest
+		return ref, false, nil // stored already: the key is the digest
 	}
 	if err != nil {
-		return wire.PayloadRef{}, err
+		return wire.PayloadRef{}, false, err
 	}
-	if err := c.put(ctx, signed, data); err != nil {
-		return wire.PayloadRef{}, err
+	if sent, err = c.put(ctx, signed, data); err != nil {
+		return wire.PayloadRef{}, false, err
 	}
-	return ref, nil
+	return ref, sent, nil
 }
 
-// put sends data to a presigned put URL, without the admin bearer.
-func (c *Client) put(ctx context.Context, signed wire.PresignResponse, data []byte) error {
+// put sends data to a presigned put URL, without the admin bearer; sent
+// is false when another upload of the same digest got there first.
+func (c *Client) put(ctx context.Context, signed wire.PresignResponse, data []byte) (sent bool, err error) {
 	target, err := httpclient.CheckURL("opclient: presigned", signed.URL)
 	if err != nil {
-		return err
+		return false, err
 	}
 	method := signed.Method
 	if method == "" {
@@ -61,7 +63,7 @@ func (c *Client) put(ctx context.Context, signed wire.PresignResponse, data []by
 	}
 	req, err := http.NewRequestWithContext(ctx, method, target.String(), bytes.NewReader(data))
 	if err != nil {
-		return fmt.Errorf("opclient: %s %s: %w", method, target.Redacted(), err)
+		return false, fmt.Errorf("opclient: %s %s: %w", method, target.Redacted(), err)
 	}
 	for k, v := range signed.Headers {
 		req.Header.Set(k, v)
@@ -74,15 +76,15 @@ func (c *Client) put(ctx context.Context, signed wire.PresignResponse, data []by
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("opclient: %s %s: %w", method, target.Redacted(), tlsca.Explain(err))
+		return false, fmt.Errorf("opclient: %s %s: %w", method, target.Redacted(), tlsca.Explain(err))
 	}
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	switch {
 	case resp.StatusCode == http.StatusConflict:
-		return nil // another upload of the same digest won
+		return false, nil // another upload of the same digest won
 	case resp.StatusCode/100 != 2:
-		return &APIError{Op: method + " " + target.Path, Status: resp.StatusCode, Message: strings.TrimSpace(string(msg))}
+		return false, &APIError{Op: method + " " + target.Path, Status: resp.StatusCode, Message: strings.TrimSpace(string(msg))}
 	}
-	return nil
+	return true, nil
 }

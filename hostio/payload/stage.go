@@ -18,9 +18,11 @@ var stageName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]*$`)
 // Stage puts an exec's payload where its command reads it (the file the
 // exec's wire.EnvPayload names): root/<execID>/payload, read-only. A
 // cached payload (from Fetch) is hard-linked, so a 100 MiB payload used
-// by many execs is on disk once; across file systems it is copied. An
-// inline one is written. remove deletes the directory once the exec has
-// ended.
+// by many execs is on disk once — unless the daemon runs as root: a
+// file's mode does not bind root, and a command writing through the link
+// would change the cache entry under every exec sharing it, so root's
+// execs get a copy. Across file systems it is copied too. An inline one
+// is written. remove deletes the directory once the exec has ended.
 func Stage(root, execID string, inline []byte, cached string) (file string, remove func(), err error) {
 	if !stageName.MatchString(execID) {
 		return "", nil, fmt.Errorf("payload: exec id %q is not a plain file name", execID)
@@ -54,8 +56,10 @@ func Stage(root, execID string, inline []byte, cached string) (file string, remo
 // linkOrCopy makes dst a read-only copy of src: a hard link when both are
 // on one file system, else a copy.
 func linkOrCopy(src, dst string) error {
-	if err := os.Link(src, dst); err == nil {
-		return nil
+	if os.Geteuid() != 0 {
+		if err := os.Link(src, dst); err == nil {
+			return nil
+		}
 	}
 	return CopyFile(src, dst, 0o400)
 }

@@ -17,9 +17,10 @@ const (
 )
 
 // EnvPayload names, in an exec's environment, the file that holds its
-// payload (payload_inline or payload_ref): a read-only file the exec may
-// read but not change, gone when the exec ends. A run gets its payload as
-// args.msgpack instead.
+// payload (payload_inline or payload_ref): a file of its own, read-only by
+// its mode (which does not bind root: a root command that writes to it
+// changes only its own copy), gone when the exec ends. A run gets its
+// payload as args.msgpack instead.
 const EnvPayload = "NYMPH_PAYLOAD"
 
 // ErrPayloadInvalid marks a payload the daemon refuses before fetching it.
