@@ -22,7 +22,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"time"
 
 	"github.com/nymphd/nymph/hostio/introspect"
@@ -179,9 +178,10 @@ type driver struct {
 	backoffUntil time.Time
 	runOutcomes  map[string]uint64
 
-	// otaBusy is true while an update downloads; helloSeen once
+	// otaFiles holds the verified binary of each downloaded update until
+	// the machine applies or discards it; helloSeen is true once
 	// FirstHello was called.
-	otaBusy   atomic.Bool
+	otaFiles  map[string]string
 	helloSeen bool
 	// heartbeat is the armed Supervisor.Alive timer, nil when none.
 	heartbeat Timer
@@ -261,6 +261,11 @@ func (d *driver) unwrap(x any) daemon.Event {
 	case runDone:
 		d.runOutcomes[e.res.State]++
 		return e.res
+	case otaFetched:
+		if e.ev.Err == nil {
+			d.otaFiles[e.ev.CommandID] = e.tmp
+		}
+		return e.ev
 	case daemon.TimerFired:
 		d.timerFired(e)
 		return e
@@ -289,6 +294,7 @@ func newDriver(opt Options) *driver {
 		timers:      map[daemon.TimerID]armed{},
 		setups:      make(chan daemon.StartSetup, 256),
 		runOutcomes: map[string]uint64{},
+		otaFiles:    map[string]string{},
 	}
 	d.work, d.cancelWork = context.WithCancel(context.Background())
 	d.bg, d.cancelBg = context.WithCancel(context.Background())
@@ -304,6 +310,9 @@ func newDriver(opt Options) *driver {
 // children killed by the cancellation: an exit must not hang on them.
 func (d *driver) stop() {
 	close(d.done)
+	for _, tmp := range d.otaFiles {
+		os.Remove(tmp) // downloaded, never installed
+	}
 	if d.heartbeat != nil {
 		d.heartbeat.Stop()
 	}
@@ -315,6 +324,10 @@ func (d *driver) stop() {
 }
 
 // feed hands an event to the loop; after the loop ended it is dropped.
+// feedLater feeds ev from another goroutine: the loop itself must not
+// wait on its own channel.
+func (d *driver) feedLater(ev any) { go d.feed(ev) }
+
 func (d *driver) feed(ev any) {
 	select {
 	case d.events <- ev:
@@ -390,6 +403,10 @@ func (d *driver) do(eff daemon.Effect) {
 		d.refresh(e)
 	case daemon.StartOTA:
 		d.startOTA(e)
+	case daemon.ApplyOTA:
+		d.applyOTA(e)
+	case daemon.DiscardOTA:
+		d.discardOTA(e)
 	case daemon.RotateKey:
 		d.rotateKey(e)
 	default:
@@ -610,8 +627,8 @@ func (d *driver) startExec(e daemon.StartExec) {
 			d.feed(daemon.ExecFinished{ExecID: ex.ExecID, Result: wire.ExecResult{ExitCode: wire.ExitSpawnFailed, Error: &msg}})
 			return
 		}
-		defer unstage()
 		res := d.opt.Exec(d.work, ex, d.opt.ExecOptions)
+		unstage() // before the machine hears of the end: nothing is left
 		d.feed(daemon.ExecFinished{ExecID: ex.ExecID, Result: res})
 	}()
 }

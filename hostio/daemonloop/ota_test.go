@@ -2,6 +2,9 @@ package daemonloop
 
 import (
 	"context"
+	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -9,53 +12,80 @@ import (
 	"github.com/nymphd/nymph/wirecore/wire"
 )
 
-// blockingUpdater records each update and holds it until release closes.
-type blockingUpdater struct {
-	got     chan wire.OTAUpdate
-	release chan struct{}
+// fakeUpdater "downloads" into a file of dir and records what it is asked.
+type fakeUpdater struct {
+	dir                   string
+	prepareErr, commitErr error
+	committed             chan string
 }
 
-func (u *blockingUpdater) Apply(ctx context.Context, up wire.OTAUpdate) error {
-	u.got <- up
-	<-u.release
+func (u *fakeUpdater) Prepare(_ context.Context, up wire.OTAUpdate) (string, error) {
+	if u.prepareErr != nil {
+		return "", u.prepareErr
+	}
+	tmp := filepath.Join(u.dir, ".nymph-ota-"+up.Version+".tmp")
+	return tmp, os.WriteFile(tmp, []byte("new binary"), 0o755)
+}
+
+func (u *fakeUpdater) Commit(version, tmp string) error {
+	u.committed <- version + "=" + tmp
+	if u.commitErr != nil {
+		os.Remove(tmp)
+	}
+	return u.commitErr
+}
+
+func nextEvent(t *testing.T, d *driver) any {
+	t.Helper()
+	select {
+	case ev := <-d.events:
+		return d.unwrap(ev)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no event")
+	}
 	return nil
 }
 
-// An ota_update goes to the Updater off the loop; a second one while the
-// first is under way is skipped, and one after it finished is carried out.
-func TestStartOTA(t *testing.T) {
-	u := &blockingUpdater{got: make(chan wire.OTAUpdate, 4), release: make(chan struct{})}
+// The download is reported to the machine; ApplyOTA commits the verified
+// file it kept, and a failed commit is reported back.
+func TestOTAPrepareThenCommit(t *testing.T) {
+	u := &fakeUpdater{dir: t.TempDir(), committed: make(chan string, 1), commitErr: errors.New("exec failed")}
 	d := newDriver(Options{Transport: &recordingTransport{}, Updater: u})
 	defer d.stop()
-	up := wire.OTAUpdate{Version: "2", URL: "https://plane.example/v1/releases/x", SHA256: "ab"}
-	d.do(daemon.StartOTA{CommandID: "c1", Update: up})
-	select {
-	case got := <-u.got:
-		if got != up {
-			t.Fatalf("Apply(%+v), want %+v", got, up)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the update never reached the Updater")
+	d.do(daemon.StartOTA{CommandID: "c1", Update: wire.OTAUpdate{Version: "2", URL: "https://plane.example/x", SHA256: "ab"}})
+	got, ok := nextEvent(t, d).(daemon.OTAFetched)
+	if !ok || got.Err != nil || got.CommandID != "c1" || got.Version != "2" {
+		t.Fatalf("fed %#v", got)
 	}
-	d.do(daemon.StartOTA{CommandID: "c2", Update: up})
-	close(u.release)
-	select {
-	case got := <-u.got:
-		t.Fatalf("a second update ran while the first was under way: %+v", got)
-	case <-time.After(100 * time.Millisecond):
+	tmp := filepath.Join(u.dir, ".nymph-ota-2.tmp")
+	d.do(daemon.ApplyOTA{CommandID: "c1", Version: "2"})
+	if c := <-u.committed; c != "2="+tmp {
+		t.Fatalf("committed %s", c)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for d.otaBusy.Load() {
-		if time.Now().After(deadline) {
-			t.Fatal("the first update never finished")
-		}
-		time.Sleep(time.Millisecond)
+	if ev, ok := nextEvent(t, d).(daemon.OTAApplied); !ok || ev.Err == nil {
+		t.Fatalf("fed %#v, want the commit's failure", ev)
 	}
-	d.do(daemon.StartOTA{CommandID: "c3", Update: up})
-	select {
-	case <-u.got:
-	case <-time.After(5 * time.Second):
-		t.Fatal("an update after the first finished was not carried out")
+}
+
+// A discarded update's file is removed; a failed download reports its error.
+func TestOTADiscardAndFailedDownload(t *testing.T) {
+	u := &fakeUpdater{dir: t.TempDir(), committed: make(chan string, 1)}
+	d := newDriver(Options{Transport: &recordingTransport{}, Updater: u})
+	defer d.stop()
+	d.do(daemon.StartOTA{CommandID: "c1", Update: wire.OTAUpdate{Version: "3"}})
+	nextEvent(t, d)
+	tmp := filepath.Join(u.dir, ".nymph-ota-3.tmp")
+	if _, err := os.Stat(tmp); err != nil {
+		t.Fatal(err)
+	}
+	d.do(daemon.DiscardOTA{CommandID: "c1"})
+	if _, err := os.Stat(tmp); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("discarded update still on disk: %v", err)
+	}
+	u.prepareErr = errors.New("sha256 mismatch")
+	d.do(daemon.StartOTA{CommandID: "c2", Update: wire.OTAUpdate{Version: "4"}})
+	if ev, ok := nextEvent(t, d).(daemon.OTAFetched); !ok || ev.Err == nil {
+		t.Fatalf("fed %#v, want the download's failure", ev)
 	}
 }
 

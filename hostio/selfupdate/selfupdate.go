@@ -153,23 +153,38 @@ func (u *Updater) Check(up wire.OTAUpdate) error {
 
 // Apply fetches, verifies and installs up, then executes the new binary;
 // it returns only when the update did not happen, with why (the running
-// binary is then unchanged).
+// binary is then unchanged). The daemon does it in two steps, Prepare
+// and then, once its work has drained, Commit.
 func (u *Updater) Apply(ctx context.Context, up wire.OTAUpdate) error {
-	if err := u.Check(up); err != nil {
-		return err
-	}
-	tmp, err := u.Fetch(ctx, up)
+	tmp, err := u.Prepare(ctx, up)
 	if err != nil {
 		return err
 	}
+	return u.Commit(up.Version, tmp)
+}
+
+// Prepare checks up and downloads it, verified, into a temporary file
+// beside the executable (Fetch), whose path it returns: nothing is
+// installed yet.
+func (u *Updater) Prepare(ctx context.Context, up wire.OTAUpdate) (string, error) {
+	if err := u.Check(up); err != nil {
+		return "", err
+	}
+	return u.Fetch(ctx, up)
+}
+
+// Commit installs the verified file tmp (from Prepare) as version and
+// executes it; it returns only when that did not happen, with why (the
+// running binary is then unchanged, and tmp removed).
+func (u *Updater) Commit(version, tmp string) error {
 	previous, err := u.Install(tmp)
 	if err != nil {
 		os.Remove(tmp)
 		return err
 	}
 	u.opt.Log.Info("ota_update installed; executing the new binary",
-		"version", up.Version, "from", u.opt.Running, "executable", u.opt.Executable, "previous", previous)
-	return u.execNew(up.Version, previous)
+		"version", version, "from", u.opt.Running, "executable", u.opt.Executable, "previous", previous)
+	return u.execNew(version, previous)
 }
 
 // Fetch downloads up.URL into a temporary file beside the executable and

@@ -38,6 +38,7 @@ const (
 	StateBackoff     = "backoff"     // waiting out a backoff before the next hello or poll
 	StateHibernating = "hibernating" // sleeping until a hibernate deadline
 	StateDraining    = "draining"    // a signal or the idle policy stopped polling; in-flight work finishes
+	StateUpdating    = "updating"    // an update is downloaded: polling stopped until in-flight work finishes, then it is installed
 	StateExiting     = "exiting"     // Exit was emitted
 )
 
@@ -257,6 +258,20 @@ type KeyRevoked struct {
 	Message string
 }
 
+// OTAFetched reports a StartOTA's download: Err is nil when the binary is
+// verified and kept aside, ready for ApplyOTA.
+type OTAFetched struct {
+	CommandID string
+	Version   string
+	Err       error
+}
+
+// OTAApplied reports an ApplyOTA that did not replace the process.
+type OTAApplied struct {
+	CommandID string
+	Err       error
+}
+
 // StatusUnsent is the Status of a post the driver could not make at all
 // (it could not encode the body): sending it again would fail the same way.
 const StatusUnsent = -1
@@ -280,6 +295,8 @@ func (Signal) isEvent()                {}
 func (AckPosted) isEvent()             {}
 func (ResultPosted) isEvent()          {}
 func (KeyRevoked) isEvent()            {}
+func (OTAFetched) isEvent()            {}
+func (OTAApplied) isEvent()            {}
 
 // ---------------------------------------------------------------- effects
 
@@ -389,13 +406,29 @@ type RefreshCapabilities struct {
 	CommandID string
 }
 
-// StartOTA: download, verify and install Update (its sha256 is already
-// checked to be 64 hex characters and its version differs from the running
-// one). A driver without OTA support logs and ignores it. Nothing is fed
-// back: a successful install replaces the process.
+// StartOTA: download and verify Update (its sha256 is already checked to
+// be 64 hex characters and its version differs from the running one),
+// keeping the verified binary aside, and feed back OTAFetched. The daemon
+// keeps working meanwhile. A driver without OTA support logs and ignores
+// it (nothing is fed back).
 type StartOTA struct {
 	CommandID string
 	Update    wire.OTAUpdate
+}
+
+// ApplyOTA: install the binary OTAFetched reported and exec it. The
+// machine emits it once the update's drain is done: nothing runs, every
+// outcome is posted. On success the process is replaced; on failure feed
+// back OTAApplied with the error, and the machine polls again.
+type ApplyOTA struct {
+	CommandID string
+	Version   string
+}
+
+// DiscardOTA: remove the binary OTAFetched reported without installing it
+// (the daemon began to drain for another reason, or another update came).
+type DiscardOTA struct {
+	CommandID string
 }
 
 // RotateKey: generate a new keypair and call /v1/daemon/keys. A driver
@@ -427,6 +460,8 @@ func (ReportState) isEffect()         {}
 func (Log) isEffect()                 {}
 func (RefreshCapabilities) isEffect() {}
 func (StartOTA) isEffect()            {}
+func (ApplyOTA) isEffect()            {}
+func (DiscardOTA) isEffect()          {}
 func (RotateKey) isEffect()           {}
 func (Exit) isEffect()                {}
 

@@ -68,7 +68,7 @@ func (m *Machine) acceptExec(now time.Time, c wire.ExecCommand) {
 		m.skip(c.ID, c.CommandKind(), "exec "+id+" is already running or held")
 		return
 	}
-	if m.draining {
+	if m.refusesWork() {
 		m.answerExecUnstarted(id, ShutdownMessage)
 		return
 	}
@@ -106,7 +106,7 @@ func (m *Machine) acceptRun(now time.Time, c wire.RunCommand) {
 		m.skip(c.ID, c.CommandKind(), "run "+id+" is already running or held")
 		return
 	}
-	if m.draining {
+	if m.refusesWork() {
 		m.ack(id, wire.StateKilled, nil, &wire.ErrorInfo{TypeName: wire.ErrTypeCancelled, Message: ShutdownMessage})
 		return
 	}
@@ -168,9 +168,57 @@ func (m *Machine) otaUpdate(c wire.OTAUpdateCommand) {
 	case u.Version == m.cfg.DaemonVersion:
 		m.log(slog.LevelInfo, "ota_update to the running version: nothing to do",
 			slog.String("command_id", c.ID), slog.String("version", u.Version))
+	case m.fetchingOTA != "":
+		m.skip(c.ID, c.CommandKind(), "another update is downloading")
 	default:
+		m.fetchingOTA = c.ID
 		m.emit(StartOTA{CommandID: c.ID, Update: u})
 	}
+}
+
+// refusesWork: work that arrives now is answered unstarted. A drain for a
+// stop refuses it; a drain for an update takes it (only the reply of the
+// poll already in flight can bring any), and installs once it is done.
+func (m *Machine) refusesWork() bool { return m.draining && m.updating == "" }
+
+// onOTAFetched starts the update's drain once its binary is verified: no
+// new work is taken, what runs finishes within grace_s (or is cancelled
+// and reported killed, as at shutdown), every outcome is posted, and only
+// then is the binary installed and executed — so an update loses nothing.
+func (m *Machine) onOTAFetched(now time.Time, e OTAFetched) {
+	if e.CommandID != m.fetchingOTA {
+		return
+	}
+	m.fetchingOTA = ""
+	switch {
+	case e.Err != nil:
+		m.log(slog.LevelError, "ota_update failed; the running binary stays",
+			slog.String("command_id", e.CommandID), slog.String("version", e.Version), slog.String("err", e.Err.Error()))
+	case m.draining:
+		m.log(slog.LevelInfo, "ota_update downloaded while draining: not installed",
+			slog.String("command_id", e.CommandID), slog.String("version", e.Version))
+		m.emit(DiscardOTA{CommandID: e.CommandID})
+	default:
+		m.updating, m.updateVersion = e.CommandID, e.Version
+		m.drain(now, "update to "+e.Version)
+	}
+}
+
+// onOTAApplied resumes polling after an install or exec that failed: the
+// drain is undone, the running binary keeps working.
+func (m *Machine) onOTAApplied(now time.Time, e OTAApplied) {
+	if e.CommandID != m.updating {
+		return
+	}
+	msg := "ota_update could not be applied; the running binary stays and polls again"
+	if e.Err != nil {
+		m.log(slog.LevelError, msg, slog.String("command_id", e.CommandID), slog.String("err", e.Err.Error()))
+	}
+	m.updating, m.updateVersion, m.applying = "", "", false
+	m.draining, m.cancelled, m.drainReason = false, false, ""
+	m.setState(StatePolling)
+	m.pollIfReady(now)
+	m.startIdle(now)
 }
 
 // ---------------------------------------------------------------- hibernate
@@ -209,7 +257,7 @@ func (m *Machine) resume(now time.Time) {
 // ---------------------------------------------------------------- setup
 
 func (m *Machine) queueSetup(now time.Time, c wire.SetupCommand) {
-	if m.draining {
+	if m.refusesWork() {
 		m.ack(wire.SetupInvocationID(c.ID), wire.StateKilled, nil,
 			&wire.ErrorInfo{TypeName: wire.ErrTypeCancelled, Message: ShutdownMessage})
 		return

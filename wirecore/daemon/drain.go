@@ -53,6 +53,15 @@ func (m *Machine) onTimer(now time.Time, e TimerFired) {
 
 func (m *Machine) onSignal(now time.Time, e Signal) {
 	m.signals++
+	if m.updating != "" {
+		// A stop asked for during an update's drain is a stop: the
+		// daemon exits and the update is dropped.
+		m.log(slog.LevelInfo, "update dropped: the daemon is stopping", slog.String("version", m.updateVersion))
+		m.emit(DiscardOTA{CommandID: m.updating})
+		m.updating, m.updateVersion, m.applying = "", "", false
+		m.drainReason = "signal " + string(e.Kind)
+		m.setState(StateDraining)
+	}
 	switch m.signals {
 	case 1:
 		m.drain(now, "signal "+string(e.Kind))
@@ -82,7 +91,11 @@ func (m *Machine) drain(now time.Time, reason string) {
 	m.cancelTimer(TimerIdle)
 	m.cancelTimer(TimerHibernate)
 	m.hibernateTill = time.Time{}
-	m.setState(StateDraining)
+	if m.updating != "" {
+		m.setState(StateUpdating)
+	} else {
+		m.setState(StateDraining)
+	}
 	if m.busy() || m.parked != 0 || m.repostsWaiting() {
 		m.setTimer(TimerGrace, now.Add(seconds(max(m.cfg.GraceS, 0))))
 	}
@@ -133,6 +146,14 @@ func (m *Machine) checkDrained() {
 		return
 	}
 	m.cancelTimer(TimerGrace)
+	if m.updating != "" {
+		if !m.applying {
+			m.applying = true
+			m.log(slog.LevelInfo, "drained for the update; installing it", slog.String("version", m.updateVersion))
+			m.emit(ApplyOTA{CommandID: m.updating, Version: m.updateVersion})
+		}
+		return
+	}
 	m.exit(0, "drained after "+m.drainReason)
 }
 

@@ -50,6 +50,11 @@ type Machine struct {
 	draining    bool
 	drainReason string
 	cancelled   bool // CancelInFlight was decided
+	// fetchingOTA is the command id of the update being downloaded;
+	// updating, of the update whose drain ends in ApplyOTA (its version
+	// in updateVersion) rather than in Exit.
+	fetchingOTA, updating, updateVersion string
+	applying                             bool // ApplyOTA emitted, OTAApplied not yet seen
 
 	lastPollAt, lastPollOKAt time.Time
 	counters                 Counters
@@ -160,6 +165,10 @@ func (m *Machine) Step(now time.Time, ev Event) []Effect {
 		m.onPosted(now, "exec result", e.ExecID, e.Status, e.Err, &m.counters.ResultsFailed)
 	case KeyRevoked:
 		m.onKeyRevoked(e)
+	case OTAFetched:
+		m.onOTAFetched(now, e)
+	case OTAApplied:
+		m.onOTAApplied(now, e)
 	}
 	return m.out
 }

@@ -75,6 +75,10 @@ func render(e Effect, now time.Time) string {
 		return "refresh-capabilities cmd=" + e.CommandID
 	case StartOTA:
 		return fmt.Sprintf("start-ota cmd=%s version=%s sha256=%s", e.CommandID, e.Update.Version, e.Update.SHA256)
+	case ApplyOTA:
+		return fmt.Sprintf("apply-ota cmd=%s version=%s", e.CommandID, e.Version)
+	case DiscardOTA:
+		return fmt.Sprintf("discard-ota cmd=%s", e.CommandID)
 	case RotateKey:
 		return "rotate-key cmd=" + e.CommandID
 	case Exit:

@@ -139,6 +139,16 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		evs = h.answerPosts(t, d)
 	case "revoked":
 		evs = []Event{KeyRevoked{Message: positional(t, d)}}
+	case "ota-fetched":
+		version, _ := str(d, "version")
+		ev := OTAFetched{CommandID: positional(t, d), Version: version}
+		if e, ok := str(d, "err"); ok {
+			ev.Err = errors.New(e)
+		}
+		evs = []Event{ev}
+	case "ota-applied":
+		e, _ := str(d, "err")
+		evs = []Event{OTAApplied{CommandID: positional(t, d), Err: errors.New(e)}}
 	case "tick", "fire":
 		return h.clock(t, d, m)
 	case "status":
