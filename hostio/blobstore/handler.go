@@ -9,54 +9,88 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"os"
 	"path"
 	"strconv"
 	"strings"
 
-	"github.com/nymphd/nymph/hostio/planeserver"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
 
 // Handler serves presigned URLs: GET (and HEAD) for get URLs, PUT for put
-// URLs. It expects the full path, planeserver.BlobPathPrefix included.
+// URLs, and the download through a relay **(nymph)**: a POST with no body
+// whose wire.HeaderDownloadQuery holds the get URL's query, answered as
+// that GET. It expects the full path, wire.BlobPathPrefix included.
 func (s *Store) Handler() http.Handler { return http.HandlerFunc(s.serve) }
 
 func (s *Store) serve(w http.ResponseWriter, r *http.Request) {
-	blob, overwrite, status, msg := s.authorize(r)
+	method, query, status, msg := asked(r)
 	if status != 0 {
 		http.Error(w, msg, status)
 		return
 	}
-	switch r.Method {
-	case http.MethodGet, http.MethodHead:
+	blob, overwrite, status, msg := s.authorize(r, method, query)
+	if status != 0 {
+		http.Error(w, msg, status)
+		return
+	}
+	switch method {
+	case http.MethodGet:
+		if r.Method == http.MethodPost {
+			// Served as the GET it stands for: the same answer, with no
+			// conditional or range semantics of its own.
+			g := r.WithContext(r.Context())
+			g.Method = http.MethodGet
+			r = g
+		}
 		s.get(w, r, blob)
 	case http.MethodPut:
 		s.put(w, r, blob, overwrite)
 	}
 }
 
-// authorize checks path, method, expiry and signature, and returns the
-// blob path (namespace/key) and whether the put may replace a blob, or an
-// HTTP status and message.
-func (s *Store) authorize(r *http.Request) (blob string, overwrite bool, status int, msg string) {
+// asked returns the method a request's signature must be for and the
+// query that carries it: a GET or HEAD (GET) and a PUT carry it in their
+// URL; a POST is a download through a relay (docs/protocol.md, "Downloads
+// through a relay"), a GET whose query rides in wire.HeaderDownloadQuery,
+// and has no body and no query of its own. Any other method is refused.
+func asked(r *http.Request) (method, query string, status int, msg string) {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		return http.MethodGet, r.URL.RawQuery, 0, ""
+	case http.MethodPut:
+		return http.MethodPut, r.URL.RawQuery, 0, ""
+	case http.MethodPost:
+	default:
+		return "", "", http.StatusMethodNotAllowed, "GET, PUT, or POST with " + wire.HeaderDownloadQuery + " only"
+	}
+	q := r.Header.Get(wire.HeaderDownloadQuery)
+	switch {
+	case r.ContentLength != 0:
+		return "", "", http.StatusBadRequest, "a download POST has no body"
+	case q == "":
+		return "", "", http.StatusBadRequest, "a download POST carries the get URL's query in " + wire.HeaderDownloadQuery
+	case r.URL.RawQuery != "" || r.URL.ForceQuery:
+		return "", "", http.StatusBadRequest, "a download POST carries its query in " + wire.HeaderDownloadQuery + " only"
+	}
+	return http.MethodGet, q, 0, ""
+}
+
+// authorize checks path, expiry and the signature for method over query,
+// and returns the blob path (namespace/key) and whether the put may
+// replace a blob, or an HTTP status and message.
+func (s *Store) authorize(r *http.Request, method, query string) (blob string, overwrite bool, status int, msg string) {
 	// A clean key never needs escaping, so an escaped path is a trick.
 	if r.URL.RawPath != "" || strings.Contains(r.URL.Path, "%") {
 		return "", false, http.StatusBadRequest, "blob path must not be escaped"
 	}
-	blob, ok := strings.CutPrefix(r.URL.Path, planeserver.BlobPathPrefix)
+	blob, ok := strings.CutPrefix(r.URL.Path, wire.BlobPathPrefix)
 	ns, key, _ := strings.Cut(blob, "/")
 	if !ok || !ValidNamespace(ns) || !ValidKey(key) || path.Clean("/"+blob) != "/"+blob {
 		return "", false, http.StatusBadRequest, "bad blob path"
 	}
-	method := r.Method
-	if method == http.MethodHead {
-		method = http.MethodGet
-	}
-	if method != http.MethodGet && method != http.MethodPut {
-		return "", false, http.StatusMethodNotAllowed, "GET or PUT only"
-	}
-	q := r.URL.Query()
+	q, _ := url.ParseQuery(query) // as r.URL.Query() reads it: malformed pairs dropped
 	exp, err1 := strconv.ParseInt(q.Get("exp"), 10, 64)
 	size, err2 := strconv.ParseInt(q.Get("size"), 10, 64)
 	sig := q.Get("sig")

@@ -5,7 +5,9 @@
 // authenticated as every other request), downloaded from the URL it
 // answers with no credential at all, and kept in the blob cache
 // (hostio/blobcache) by its SHA-256, so a payload many commands use is
-// downloaded once.
+// downloaded once. Behind a relay the download goes through the relay
+// too (httpclient.Downloads.Through; docs/protocol.md, "Downloads through
+// a relay"), since such a host reaches nothing else.
 //
 // It decides the presign body (op "get", the ref's key), that the ref's
 // bucket is the presign's namespace, the bounds (the ref's size, at most
@@ -29,7 +31,6 @@ import (
 
 	"github.com/nymphd/nymph/hostio/blobcache"
 	"github.com/nymphd/nymph/hostio/httpclient"
-	"github.com/nymphd/nymph/hostio/tlsca"
 	"github.com/nymphd/nymph/hostio/transport"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
@@ -44,7 +45,8 @@ const maxPresignReply = 64 << 10
 type Options struct {
 	// Transport carries the presign, with the daemon's credentials.
 	Transport transport.Transport
-	// Downloads fetches the presigned URL, without credentials.
+	// Downloads fetches the presigned URL: without credentials, or
+	// through the relay for a daemon behind one (Downloads.Through).
 	Downloads *httpclient.Downloads
 	Cache     *blobcache.Cache
 	Log       *slog.Logger
@@ -125,31 +127,11 @@ func (r *Resolver) download(ctx context.Context, ref wire.PayloadRef, limit int6
 	if signed.Method != "" && !strings.EqualFold(signed.Method, http.MethodGet) {
 		return nil, fmt.Errorf("presign answered method %q for a get", signed.Method)
 	}
-	target, err := httpclient.CheckURL("presigned", signed.URL)
+	body, _, err := r.opt.Downloads.Get(ctx, signed.URL, signed.Headers, limit)
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target.String(), nil)
-	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", target.Redacted(), err)
-	}
-	for k, v := range signed.Headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := r.opt.Downloads.Client(target).Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", target.Redacted(), tlsca.Explain(err))
-	}
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		resp.Body.Close()
-		return nil, fmt.Errorf("GET %s: status %d: %s", target.Redacted(), resp.StatusCode, strings.TrimSpace(string(msg)))
-	}
-	if resp.ContentLength > limit {
-		resp.Body.Close()
-		return nil, fmt.Errorf("GET %s: %d bytes, over the %d the payload_ref allows", target.Redacted(), resp.ContentLength, limit)
-	}
-	return resp.Body, nil
+	return body, nil
 }
 
 // presign asks the control plane for a URL to get ref from.

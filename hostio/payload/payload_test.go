@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -228,5 +229,112 @@ func TestStage(t *testing.T) {
 	}
 	if _, _, err := payload.Stage(root, "../escape", []byte("x"), ""); err == nil {
 		t.Fatal("an exec id with a path in it was staged")
+	}
+}
+
+// relayPlane is a control plane behind a relay, as the daemon's relayed
+// transport reaches it: presigns and downloads both arrive as POSTs of an
+// endpoint path.
+type relayPlane struct {
+	t       *testing.T
+	body    []byte
+	url     string // what presign answers
+	status  int    // the download's answer, 200 when 0
+	posts   []*transport.Request
+	refused bool // answer as a relay that does not know the download routes
+}
+
+func (p *relayPlane) CanWithdraw() bool { return false }
+
+func (p *relayPlane) RoundTrip(_ context.Context, req *transport.Request) (*transport.Response, error) {
+	p.posts = append(p.posts, req)
+	if req.Endpoint == wire.PathPresign("ns1") {
+		out := wire.PresignResponse{URL: p.url, Method: http.MethodGet, Headers: map[string]string{}}
+		body, _ := out.MarshalMsg(nil)
+		return &transport.Response{Status: 200, Body: body}, nil
+	}
+	switch {
+	case p.refused:
+		return &transport.Response{Status: http.StatusBadRequest, Body: []byte{}}, nil
+	case p.status != 0:
+		return &transport.Response{Status: p.status, Body: []byte("no such blob\n")}, nil
+	case len(req.Body) != 0 || req.Headers[wire.HeaderDownloadQuery] != "exp=9&size=0&sig=ok":
+		return &transport.Response{Status: http.StatusForbidden, Body: []byte("bad signature")}, nil
+	}
+	return &transport.Response{Status: 200, Body: p.body}, nil
+}
+
+func relayedResolver(t *testing.T, p *relayPlane) *payload.Resolver {
+	t.Helper()
+	cache, err := blobcache.Open(filepath.Join(t.TempDir(), "cache"), 1<<30, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dl, err := httpclient.NewDownloads("https://plane.invalid:8383/", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return payload.New(payload.Options{Transport: p, Downloads: dl.Through(p), Cache: cache})
+}
+
+// Behind a relay the download goes through it: a POST of the URL's path,
+// its query in X-LS-Download-Query, no connection of its own.
+func TestFetchThroughARelay(t *testing.T) {
+	body := bytes.Repeat([]byte("relayed "), 50000)
+	p := &relayPlane{t: t, body: body, url: "https://plane.invalid:8383/v1/blobs/ns1/k/1?exp=9&size=0&sig=ok"}
+	r := relayedResolver(t, p)
+	path, _, err := r.Fetch(context.Background(), ref(body, digest(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(path); !bytes.Equal(got, body) {
+		t.Fatalf("%d bytes, not the payload", len(got))
+	}
+	if len(p.posts) != 2 || p.posts[1].Endpoint != "/v1/blobs/ns1/k/1" {
+		t.Fatalf("posts %+v: want the presign, then the blob's path", p.posts)
+	}
+}
+
+func TestFetchThroughARelayReportsRefusals(t *testing.T) {
+	body := []byte("x")
+	for name, tc := range map[string]struct {
+		p    relayPlane
+		want string
+	}{
+		"not found": {relayPlane{status: 404, url: "https://plane.invalid:8383/v1/blobs/ns1/k/1?exp=9&size=0&sig=ok"},
+			"POST /v1/blobs/ns1/k/1 through the relay (download of https://plane.invalid:8383/v1/blobs/ns1/k/1?…): status 404: no such blob"},
+		"forbidden": {relayPlane{url: "https://plane.invalid:8383/v1/blobs/ns1/k/1?exp=1&size=0&sig=bad"},
+			"status 403: bad signature"},
+		"old relay": {relayPlane{refused: true, url: "https://plane.invalid:8383/v1/blobs/ns1/k/1?exp=9&size=0&sig=ok"},
+			"status 400: refused by the relay"},
+		"other origin": {relayPlane{url: "https://bucket.example/ns1/k/1?sig=ok"},
+			"not on the control plane's origin https://plane.invalid:8383"},
+		"other port": {relayPlane{url: "https://plane.invalid/v1/blobs/ns1/k/1?sig=ok"},
+			"not on the control plane's origin"},
+	} {
+		p := tc.p
+		p.t = t
+		_, _, err := relayedResolver(t, &p).Fetch(context.Background(), ref(body, ""))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err %v, want %q", name, err, tc.want)
+		}
+		if strings.Contains(fmt.Sprint(err), "sig=") {
+			t.Errorf("%s: the error shows the URL's signature: %v", name, err)
+		}
+		if strings.HasPrefix(name, "other") && len(p.posts) != 1 {
+			t.Errorf("%s: %d posts: a URL a relay cannot reach is never sent", name, len(p.posts))
+		}
+	}
+}
+
+// Through a relay the body arrives whole; one over the ref's size is
+// refused all the same.
+func TestFetchThroughARelayBoundsTheBody(t *testing.T) {
+	body := []byte("eleven byte")
+	p := &relayPlane{t: t, body: body, url: "https://plane.invalid:8383/v1/blobs/ns1/k/1?exp=9&size=0&sig=ok"}
+	rf := ref(body, "")
+	rf.Size = 5
+	if _, _, err := relayedResolver(t, p).Fetch(context.Background(), rf); err == nil || !strings.Contains(err.Error(), "11 bytes, over the 5-byte limit") {
+		t.Fatalf("err %v", err)
 	}
 }

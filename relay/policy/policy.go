@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nymphd/nymph/wirecore/operator"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
 
@@ -23,38 +24,62 @@ const MaxEndpoint = 512
 
 // routes is the allow-list: the daemon routes of protocol "1"
 // (docs/protocol.md, "Endpoints"), the fixed ones and the three with a
-// parameter, split into segments.
+// parameter, and the two a relayed daemon downloads from **(nymph)**
+// (docs/protocol.md, "Downloads through a relay"): a presigned payload
+// URL's path and a release's, split into segments.
 var routes = splitRoutes(slices.Concat(wire.DaemonRoutes[:],
-	[]string{wire.PatternExecResult, wire.PatternExecChunk, wire.PatternPresign}))
+	[]string{wire.PatternExecResult, wire.PatternExecChunk, wire.PatternPresign,
+		wire.PatternBlob, operator.PathRelease}))
 
-// maxSegments is the most segments a route has; an endpoint with more is
-// refused without being split further.
-const maxSegments = 5
+// maxSegments is the most segments an endpoint may have: a blob's path,
+// "v1", "blobs", its namespace and up to wire.MaxRelayedBlobKeySegments
+// segments of key. An endpoint with more is refused without being split
+// further.
+const maxSegments = 3 + wire.MaxRelayedBlobKeySegments
 
 // segment is one segment of a route: a literal, or a path parameter (an
-// exec id, a namespace), which validName checks.
+// exec id, a namespace), which validName checks. A rest parameter (the
+// last, "{key...}") stands for one to wire.MaxRelayedBlobKeySegments
+// segments. The segments of a blob's path follow the blob store's rule
+// as well: none starts with a dot.
 type segment struct {
 	literal string
 	param   bool
+	rest    bool
+	blob    bool
 }
 
 // splitRoutes splits each route at "/"; a segment in braces ("{exec_id}",
-// as the ServeMux patterns write them) is a parameter.
+// as the ServeMux patterns write them) is a parameter, one ending in
+// "...}" a rest parameter.
 func splitRoutes(paths []string) [][]segment {
 	out := make([][]segment, 0, len(paths))
 	for _, p := range paths {
 		parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
-		if len(parts) > maxSegments {
-			panic(fmt.Sprintf("policy: route %s has more than %d segments", p, maxSegments))
-		}
+		blob := strings.HasPrefix(p, wire.BlobPathPrefix)
 		route := make([]segment, len(parts))
 		for i, part := range parts {
 			param := strings.HasPrefix(part, "{") && strings.HasSuffix(part, "}")
-			route[i] = segment{literal: part, param: param}
+			rest := param && strings.HasSuffix(part, "...}")
+			if rest && i != len(parts)-1 {
+				panic(fmt.Sprintf("policy: route %s has a rest parameter before its end", p))
+			}
+			route[i] = segment{literal: part, param: param, rest: rest, blob: blob}
+		}
+		if longest(route) > maxSegments {
+			panic(fmt.Sprintf("policy: route %s has more than %d segments", p, maxSegments))
 		}
 		out = append(out, route)
 	}
 	return out
+}
+
+// longest is the most segments an endpoint of route has.
+func longest(route []segment) int {
+	if n := len(route); n > 0 && route[n-1].rest {
+		return n - 1 + wire.MaxRelayedBlobKeySegments
+	}
+	return len(route)
 }
 
 // CheckEndpoint returns nil when endpoint is on the allow-list and clean:
@@ -116,11 +141,18 @@ func allowed(seg []string) bool {
 }
 
 func matches(route []segment, seg []string) bool {
-	if len(route) != len(seg) {
+	n := len(route)
+	if n == 0 || len(seg) < n || len(seg) > longest(route) || len(seg) > n && !route[n-1].rest {
 		return false
 	}
-	for i, want := range route {
-		if want.param && !validName(seg[i]) || !want.param && seg[i] != want.literal {
+	for i, s := range seg {
+		want := route[min(i, n-1)]
+		switch {
+		case !want.param:
+			if s != want.literal {
+				return false
+			}
+		case !validName(s), want.blob && s[0] == '.':
 			return false
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nymphd/nymph/hostio/blobstore"
+	"github.com/nymphd/nymph/wirecore/operator"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
 
@@ -64,7 +66,8 @@ func TestCheckEndpoint(t *testing.T) {
 // in, passes.
 func TestAllowListIsTheWireRoutes(t *testing.T) {
 	endpoints := append(wire.DaemonRoutes[:],
-		wire.PathExecResult("e-1"), wire.PathExecChunk("e-1"), wire.PathPresign("team.a"))
+		wire.PathExecResult("e-1"), wire.PathExecChunk("e-1"), wire.PathPresign("team.a"),
+		wire.BlobPathPrefix+"team.a/k/1", strings.Replace(operator.PathRelease, "{name}", "SHA256SUMS", 1))
 	for _, endpoint := range endpoints {
 		if err := CheckEndpoint(endpoint); err != nil {
 			t.Errorf("CheckEndpoint(%q) = %v", endpoint, err)
@@ -127,5 +130,67 @@ func TestForwardHeader(t *testing.T) {
 	}
 	if ValidContentType("text/plain\r\nX: y") || !ValidContentType("text/plain; charset=utf-8") {
 		t.Error("ValidContentType")
+	}
+}
+
+// The two download routes **(nymph)**: a blob's path, its namespace and
+// key segments as the blob store allows them and at most
+// wire.MaxRelayedBlobKeySegments of key, and a release's; and their near
+// misses.
+func TestCheckEndpointDownloads(t *testing.T) {
+	key := func(n int) string { return strings.TrimSuffix(strings.Repeat("k/", n), "/") }
+	for _, tc := range []struct {
+		endpoint string
+		ok       bool
+	}{
+		{"/v1/blobs/default/sha256-" + strings.Repeat("ab", 32), true},
+		{"/v1/blobs/team.a/job-1/args/0123abcd", true},
+		{"/v1/blobs/ns/a_b-C.9", true},
+		{"/v1/blobs/ns/" + key(wire.MaxRelayedBlobKeySegments), true},
+		{"/v1/releases/nymph-linux-amd64-0.1.0-ota", true},
+		{"/v1/releases/SHA256SUMS", true},
+
+		{"/v1/blobs/ns/" + key(wire.MaxRelayedBlobKeySegments+1), false},
+		{"/v1/blobs/ns/" + key(40), false},
+		{"/v1/blobs/ns", false},
+		{"/v1/blobs/ns/", false},
+		{"/v1/blobs", false},
+		{"/v1/blobs/", false},
+		{"/v1/blobs/ns/k?exp=1&size=0&sig=ab", false},
+		{"/v1/blobs/ns/k#f", false},
+		{"/v1/blobs/ns/../admin/workers", false},
+		{"/v1/blobs/../admin/k", false},
+		{"/v1/blobs/ns/./k", false},
+		{"/v1/blobs/ns/a//k", false},
+		{"/v1/blobs/ns/a%2Fk", false},
+		{"/v1/blobs/.incoming/x", false},
+		{"/v1/blobs/ns/.incoming", false},
+		{"/v1/blobs/ns/a/.hidden", false},
+		{"/v1/blobs/ns/a b", false},
+		{"/v1/blob/ns/k", false},
+		{"/v1/releases", false},
+		{"/v1/releases/", false},
+		{"/v1/releases/a/b", false},
+		{"/v1/releases/..", false},
+		{"/v1/releases/x?y=1", false},
+		{"/v1/releases/nymph%2F..", false},
+	} {
+		err := CheckEndpoint(tc.endpoint)
+		if (err == nil) != tc.ok {
+			t.Errorf("CheckEndpoint(%.80q) = %v, want ok=%v", tc.endpoint, err, tc.ok)
+		}
+	}
+}
+
+// A segment the relay admits in a blob's path is one the blob store
+// accepts as a namespace, so the relay forwards nothing serve would call
+// a bad path and refuses nothing it would serve.
+func TestBlobSegmentsAreTheStoresRule(t *testing.T) {
+	for _, s := range []string{"a", "A-9", "team.a", "x_y", ".x", ".", "..", "a.", "a b", "é", "a+b", "-", "_"} {
+		want := blobstore.ValidNamespace(s) && blobstore.ValidKey(s)
+		got := CheckEndpoint("/v1/blobs/"+s+"/k") == nil && CheckEndpoint("/v1/blobs/ns/k/"+s) == nil
+		if got != want {
+			t.Errorf("segment %q: relay admits %v, the store %v", s, got, want)
+		}
 	}
 }
