@@ -9,19 +9,20 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/nymphd/nymph/hostio/blobcache"
+	"github.com/nymphd/nymph/hostio/childpids"
 	"github.com/nymphd/nymph/hostio/daemonconfig"
 	"github.com/nymphd/nymph/hostio/daemonloop"
 	"github.com/nymphd/nymph/hostio/fifoclient"
 	"github.com/nymphd/nymph/hostio/hostprobe"
-	"github.com/nymphd/nymph/hostio/blobcache"
-	"github.com/nymphd/nymph/hostio/childpids"
 	"github.com/nymphd/nymph/hostio/httpclient"
-	"github.com/nymphd/nymph/hostio/payload"
 	"github.com/nymphd/nymph/hostio/introspect"
+	"github.com/nymphd/nymph/hostio/payload"
 	"github.com/nymphd/nymph/hostio/secretfile"
 	"github.com/nymphd/nymph/hostio/shellexec"
 	"github.com/nymphd/nymph/hostio/spoolclient"
@@ -29,8 +30,8 @@ import (
 	"github.com/nymphd/nymph/runners"
 	"github.com/nymphd/nymph/runners/builtin"
 	"github.com/nymphd/nymph/runners/docker"
-	"github.com/nymphd/nymph/runners/process"
 	"github.com/nymphd/nymph/runners/kube"
+	"github.com/nymphd/nymph/runners/process"
 	"github.com/nymphd/nymph/wirecore/daemon"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
@@ -206,7 +207,9 @@ func daemonMain(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, log *
 }
 
 // payloadResolver opens the blob cache ([mounts]) and resolves payload
-// refs through tr, downloading from the URLs the plane presigns.
+// refs through tr, downloading from the URLs the plane presigns: directly,
+// or through tr too when tr is a relay's (fifo, spool), since a relayed
+// host reaches nothing but its relay.
 func payloadResolver(cfg daemonconfig.Config, tr transport.Transport, log *slog.Logger) (*payload.Resolver, error) {
 	cache, err := blobcache.Open(cfg.CacheDir(), cfg.Mounts.CacheMaxBytes, log)
 	if err != nil {
@@ -215,6 +218,10 @@ func payloadResolver(cfg daemonconfig.Config, tr transport.Transport, log *slog.
 	downloads, err := httpclient.NewDownloads(cfg.Server.URL, cfg.Server.CAFile)
 	if err != nil {
 		return nil, err
+	}
+	switch cfg.Server.Transport {
+	case "fifo", "spool":
+		downloads.Through(tr)
 	}
 	return payload.New(payload.Options{Transport: tr, Downloads: downloads, Cache: cache, Log: log}), nil
 }
@@ -243,7 +250,8 @@ func hostMachine(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, keep
 		MachineID: cfg.Daemon.MachineID, Hostname: hostname, Label: cfg.Daemon.Label,
 		Tags: tags, Lanes: cfg.Daemon.Lanes, Runners: kinds, Workdir: cfg.Runtime.Workdir,
 		Versions: probed.Versions, DaemonVersion: Version, DefaultRunner: cfg.Runtime.DefaultRunner,
-		Queue: cfg.Daemon.Queue, WaitMaxS: cfg.Poll.WaitMaxS, RetryMinS: cfg.Poll.RetryMinS,
+		Extensions: slices.Clone(wire.KnownExtensions[:]),
+		Queue:      cfg.Daemon.Queue, WaitMaxS: cfg.Poll.WaitMaxS, RetryMinS: cfg.Poll.RetryMinS,
 		RetryMaxS: cfg.Poll.RetryMaxS, MaxInvocations: cfg.Runtime.MaxInvocations,
 		KeepAliveS: cfg.Runtime.KeepAliveS, GraceS: cfg.Shutdown.GraceS,
 		// A relay cannot withdraw a request in flight: wait for the parked

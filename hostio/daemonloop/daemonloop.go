@@ -22,6 +22,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/nymphd/nymph/hostio/introspect"
@@ -178,6 +179,11 @@ type driver struct {
 	backoffUntil time.Time
 	runOutcomes  map[string]uint64
 
+	// cancels stops one exec or run by its id (exec_id or invocation_id):
+	// each has a context of its own under work, for a cancel command.
+	cancelsMu sync.Mutex
+	cancels   map[string]context.CancelFunc
+
 	// otaFiles holds the verified binary of each downloaded update until
 	// the machine applies or discards it; helloSeen is true once
 	// FirstHello was called.
@@ -295,6 +301,7 @@ func newDriver(opt Options) *driver {
 		setups:      make(chan daemon.StartSetup, 256),
 		runOutcomes: map[string]uint64{},
 		otaFiles:    map[string]string{},
+		cancels:     map[string]context.CancelFunc{},
 	}
 	d.work, d.cancelWork = context.WithCancel(context.Background())
 	d.bg, d.cancelBg = context.WithCancel(context.Background())
@@ -380,6 +387,10 @@ func (d *driver) do(eff daemon.Effect) {
 	case daemon.CancelInFlight:
 		d.log.Warn("cancelling in-flight work")
 		d.cancelWork()
+	case daemon.CancelWork:
+		d.cancelOne(e.ExecID + e.InvocationID)
+	case daemon.NotifyDraining:
+		d.notifyDraining(e)
 	case daemon.PostExecResult:
 		d.postExecResult(e)
 	case daemon.PostAck:
@@ -617,8 +628,10 @@ func (p chunkPoster) PostChunk(ctx context.Context, url string, data []byte) err
 
 func (d *driver) startExec(e daemon.StartExec) {
 	d.log.Debug("exec start", "exec_id", e.Exec.ExecID, "command_id", e.CommandID)
+	ctx, done := d.workContext(e.Exec.ExecID)
 	go func() {
-		ex, unstage, err := d.stageExecPayload(e.Exec)
+		defer done()
+		ex, unstage, err := d.stageExecPayload(ctx, e.Exec)
 		if err != nil {
 			// Spec 001: a payload that cannot be had (a sha256 mismatch
 			// above all) ends the exec at -1 with no child spawned.
@@ -627,7 +640,7 @@ func (d *driver) startExec(e daemon.StartExec) {
 			d.feed(daemon.ExecFinished{ExecID: ex.ExecID, Result: wire.ExecResult{ExitCode: wire.ExitSpawnFailed, Error: &msg}})
 			return
 		}
-		res := d.opt.Exec(d.work, ex, d.opt.ExecOptions)
+		res := d.opt.Exec(ctx, ex, d.opt.ExecOptions)
 		unstage() // before the machine hears of the end: nothing is left
 		d.feed(daemon.ExecFinished{ExecID: ex.ExecID, Result: res})
 	}()
@@ -636,7 +649,7 @@ func (d *driver) startExec(e daemon.StartExec) {
 // stageExecPayload puts an exec's payload (inline or by reference) in a
 // file of its own and names it in the exec's environment (wire.EnvPayload);
 // an exec without one is returned as it is.
-func (d *driver) stageExecPayload(ex wire.Exec) (wire.Exec, func(), error) {
+func (d *driver) stageExecPayload(ctx context.Context, ex wire.Exec) (wire.Exec, func(), error) {
 	if len(ex.PayloadInline) == 0 && ex.PayloadRef == nil {
 		return ex, func() {}, nil
 	}
@@ -648,7 +661,7 @@ func (d *driver) stageExecPayload(ex wire.Exec) (wire.Exec, func(), error) {
 		if d.opt.Payloads == nil {
 			return ex, nil, fmt.Errorf("exec %s: payload_ref: this daemon has no payload store configured", ex.ExecID)
 		}
-		path, hit, err := d.opt.Payloads.Fetch(d.work, *ex.PayloadRef)
+		path, hit, err := d.opt.Payloads.Fetch(ctx, *ex.PayloadRef)
 		if err != nil {
 			return ex, nil, fmt.Errorf("exec %s: %w", ex.ExecID, err)
 		}
@@ -682,7 +695,9 @@ func (d *driver) payloadDir() string {
 func (d *driver) startRun(e daemon.StartRun) {
 	log := d.log.With("invocation_id", e.Run.InvocationID, "runner", e.Kind)
 	log.Info("run start")
+	ctx, done := d.workContext(e.Run.InvocationID)
 	go func() {
+		defer done()
 		var o runners.Outcome
 		if d.opt.Runners == nil {
 			o = runners.Outcome{State: wire.StateFailed, Error: &wire.ErrorInfo{
@@ -690,7 +705,7 @@ func (d *driver) startRun(e daemon.StartRun) {
 		} else {
 			// The machine resolved the kind (default, alias): the run's
 			// own run_config.runner is not read again.
-			o = d.executeRun(e, log)
+			o = d.executeRun(ctx, e, log)
 		}
 		log.Info("run end", "state", o.State)
 		d.feed(runDone{res: daemon.RunFinished{InvocationID: e.Run.InvocationID, State: o.State,
@@ -701,21 +716,68 @@ func (d *driver) startRun(e daemon.StartRun) {
 // executeRun resolves a run's payload_ref, when it has one, into the
 // file its args.msgpack is copied from, and runs it; a payload that cannot
 // be had fails the run (PayloadError) before any runner starts.
-func (d *driver) executeRun(e daemon.StartRun, log *slog.Logger) runners.Outcome {
+func (d *driver) executeRun(ctx context.Context, e daemon.StartRun, log *slog.Logger) runners.Outcome {
 	ref := e.Run.PayloadRef
 	if ref == nil {
-		return d.opt.Runners.ExecuteAs(d.work, e.Kind, e.Run, e.Run.InvocationID)
+		return d.opt.Runners.ExecuteAs(ctx, e.Kind, e.Run, e.Run.InvocationID)
 	}
 	if d.opt.Payloads == nil {
 		return runners.Failed(wire.ErrTypePayload, "payload_ref: this daemon has no payload store configured")
 	}
-	path, hit, err := d.opt.Payloads.Fetch(d.work, *ref)
+	path, hit, err := d.opt.Payloads.Fetch(ctx, *ref)
 	if err != nil {
 		log.Warn("run refused: payload", "err", err)
 		return runners.Failed(wire.ErrTypePayload, err.Error())
 	}
 	log.Info("run payload", "key", ref.Key, "cache_hit", hit)
-	return d.opt.Runners.ExecuteWithArgs(d.work, e.Kind, e.Run, e.Run.InvocationID, path)
+	return d.opt.Runners.ExecuteWithArgs(ctx, e.Kind, e.Run, e.Run.InvocationID, path)
+}
+
+// workContext is the context of one exec or run, under work: a cancel
+// command stops it alone, CancelInFlight all of them. done forgets it.
+func (d *driver) workContext(id string) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(d.work)
+	d.cancelsMu.Lock()
+	d.cancels[id] = cancel
+	d.cancelsMu.Unlock()
+	return ctx, func() {
+		d.cancelsMu.Lock()
+		delete(d.cancels, id)
+		d.cancelsMu.Unlock()
+		cancel()
+	}
+}
+
+// cancelOne stops the exec or run id; the runner stops it as at the end
+// of a drain's grace (its process group signalled, docker stop, scancel,
+// kubectl delete), and its end is reported as usual.
+func (d *driver) cancelOne(id string) {
+	d.cancelsMu.Lock()
+	cancel := d.cancels[id]
+	d.cancelsMu.Unlock()
+	if cancel == nil {
+		d.log.Warn("cancel of work that already ended", "id", id)
+		return
+	}
+	d.log.Info("cancelling", "id", id)
+	cancel()
+}
+
+// notifyDraining tells the plane this daemon drains, on the control lane
+// (the poll lane holds the parked poll), so it answers that poll now.
+func (d *driver) notifyDraining(e daemon.NotifyDraining) {
+	body, err := e.Request.MarshalMsg(nil)
+	if err != nil {
+		d.log.Warn("encode drain notice", "err", err)
+		return
+	}
+	go func() {
+		if err := d.post(d.bg, transport.LaneControl, wire.PathPoll, body); err != nil {
+			d.log.Warn("drain notice not delivered; the parked poll ends at its deadline", "err", err)
+			return
+		}
+		d.log.Info("control plane told this daemon drains")
+	}()
 }
 
 // runDone lets the loop count run outcomes before the machine sees them.

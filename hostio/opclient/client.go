@@ -287,8 +287,14 @@ func (c *Client) Invocation(ctx context.Context, id string) (operator.Invocation
 	return get[operator.Invocation](ctx, c, path(operator.PathInvocation, id), nil)
 }
 
-// Kill asks the control plane to kill an invocation; a running one is
-// refused with 409 because the protocol has no cancel command.
-func (c *Client) Kill(ctx context.Context, id string) (operator.Invocation, error) {
-	return post[operator.Invocation](ctx, c, path(operator.PathKill, id), struct{}{})
+// Kill asks the control plane to kill an invocation: a queued one at
+// once, a running one by a cancel to its daemon (the invocation is still
+// running in the answer), or a 409 when its daemon cannot be told.
+func (c *Client) Kill(ctx context.Context, id, reason string) (operator.Invocation, error) {
+	return post[operator.Invocation](ctx, c, path(operator.PathKill, id), operator.KillRequest{Reason: reason})
+}
+
+// KillExec is Kill for an exec.
+func (c *Client) KillExec(ctx context.Context, id, reason string) (operator.ExecStatus, error) {
+	return post[operator.ExecStatus](ctx, c, path(operator.PathKillExec, id), operator.KillRequest{Reason: reason})
 }

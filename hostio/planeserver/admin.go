@@ -41,7 +41,12 @@ var adminRouteTable = [...]adminRoute{
 	})},
 	{"POST", operator.PathRotateKey, fromPath(func(id string) plane.Request { return plane.EnqueueRotateKey{WorkerID: id} })},
 	{"POST", operator.PathInvocations, fromJSON(func(_ string, b operator.RunRequest) plane.Request { return plane.EnqueueRun{Body: b} })},
-	{"POST", operator.PathKill, fromPath(func(id string) plane.Request { return plane.Kill{InvocationID: id} })},
+	{"POST", operator.PathKill, fromJSON(func(id string, b operator.KillRequest) plane.Request {
+		return plane.Kill{InvocationID: id, Reason: b.Reason}
+	})},
+	{"POST", operator.PathKillExec, fromJSON(func(id string, b operator.KillRequest) plane.Request {
+		return plane.KillExec{ExecID: id, Reason: b.Reason}
+	})},
 	{"POST", operator.PathRevokeKey, fromPath(func(id string) plane.Request { return plane.RevokeKey{WorkerID: id} })},
 	{"GET", operator.PathTokens, fromPath(func(string) plane.Request { return plane.ListTokens{} })},
 }

@@ -70,6 +70,10 @@ type Config struct {
 	DaemonVersion string
 	// DefaultRunner is [runtime] default_runner.
 	DefaultRunner string
+	// Extensions are the nymph extensions this daemon announces in its
+	// hello (wire.KnownExtensions, or fewer); it uses one only when the
+	// plane's hello reply agreed to it. Empty: a plain protocol "1" hello.
+	Extensions []string
 
 	Queue     string
 	WaitMaxS  float64 // [poll] wait_max_s, sent as timeout_s
@@ -416,6 +420,21 @@ type StartOTA struct {
 	Update    wire.OTAUpdate
 }
 
+// CancelWork: stop the one exec (ExecID) or run (InvocationID) a cancel
+// command named, as CancelInFlight stops all of them; its end is fed
+// back as usual, and the machine reports it killed with the reason.
+type CancelWork struct {
+	ExecID, InvocationID string
+}
+
+// NotifyDraining: send Request (a poll with Draining set and a zero
+// timeout) on the control lane, and ignore its answer. The plane answers
+// the parked poll at once (extension wire.ExtDrain); nothing is fed back
+// for this one.
+type NotifyDraining struct {
+	Request wire.PollRequest
+}
+
 // ApplyOTA: install the binary OTAFetched reported and exec it. The
 // machine emits it once the update's drain is done: nothing runs, every
 // outcome is posted. On success the process is replaced; on failure feed
@@ -461,6 +480,8 @@ func (Log) isEffect()                 {}
 func (RefreshCapabilities) isEffect() {}
 func (StartOTA) isEffect()            {}
 func (ApplyOTA) isEffect()            {}
+func (CancelWork) isEffect()          {}
+func (NotifyDraining) isEffect()      {}
 func (DiscardOTA) isEffect()          {}
 func (RotateKey) isEffect()           {}
 func (Exit) isEffect()                {}

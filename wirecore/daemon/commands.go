@@ -48,6 +48,8 @@ func (m *Machine) runCommand(now time.Time, d wire.Directive) {
 		m.emit(RotateKey{CommandID: c.ID})
 	case wire.RunCommand:
 		m.acceptRun(now, c)
+	case wire.CancelCommand:
+		m.cancelOne(now, c)
 	case wire.Unknown:
 		m.skip(c.ID, c.Kind, c.Reason)
 	default:
@@ -174,6 +176,56 @@ func (m *Machine) otaUpdate(c wire.OTAUpdateCommand) {
 		m.fetchingOTA = c.ID
 		m.emit(StartOTA{CommandID: c.ID, Update: u})
 	}
+}
+
+// cancelOne stops the run or exec a cancel names: running, it is stopped
+// (CancelWork) and reported killed with the reason when it ends; held for
+// a permit, it is answered at once without running; unknown (finished
+// already, or never here), the cancel is logged and skipped.
+func (m *Machine) cancelOne(now time.Time, c wire.CancelCommand) {
+	id, isExec := c.Body.InvocationID, false
+	if id == "" {
+		id, isExec = c.Body.ExecID, true
+	}
+	reason := c.Body.Reason
+	if reason == "" {
+		reason = "cancelled by the control plane"
+	}
+	if i := slices.IndexFunc(m.held, func(h heldWork) bool {
+		return h.isExec == isExec && (isExec && h.exec.ExecID == id || !isExec && h.run.InvocationID == id)
+	}); i >= 0 {
+		m.held = slices.Delete(m.held, i, i+1)
+		m.log(slog.LevelInfo, "cancelled before it started", slog.String("command_id", c.ID), slog.String("id", id), slog.String("reason", reason))
+		if isExec {
+			m.answerExecUnstarted(id, "cancelled: "+reason)
+		} else {
+			m.ack(id, wire.StateKilled, nil, &wire.ErrorInfo{TypeName: wire.ErrTypeCancelled, Message: reason})
+		}
+		m.checkDrained()
+		return
+	}
+	running := isExec && m.execRunning(id) || !isExec && m.runRunning(id)
+	if !running {
+		m.skip(c.ID, c.CommandKind(), "no running or held "+map[bool]string{true: "exec", false: "run"}[isExec]+" "+id)
+		return
+	}
+	if m.cancelReasons == nil {
+		m.cancelReasons = map[string]string{}
+	}
+	m.cancelReasons[id] = reason
+	m.log(slog.LevelInfo, "cancelling", slog.String("command_id", c.ID), slog.String("id", id), slog.String("reason", reason))
+	if isExec {
+		m.emit(CancelWork{ExecID: id})
+	} else {
+		m.emit(CancelWork{InvocationID: id})
+	}
+}
+
+// cancelReason takes the reason a cancel gave for id, if one was sent.
+func (m *Machine) cancelReason(id string) (string, bool) {
+	r, ok := m.cancelReasons[id]
+	delete(m.cancelReasons, id)
+	return r, ok
 }
 
 // refusesWork: work that arrives now is answered unstarted. A drain for a

@@ -83,9 +83,16 @@ func (m *Machine) drain(now time.Time, reason string) {
 	m.draining = true
 	m.drainReason = reason
 	m.log(slog.LevelInfo, "draining", slog.String("reason", reason))
-	if m.parked != 0 && !m.cfg.KeepPollOnWake {
+	switch {
+	case m.parked != 0 && !m.cfg.KeepPollOnWake:
 		m.emit(CancelPoll{Seq: m.parked})
 		m.parked = 0
+	case m.parked != 0 && m.uses(wire.ExtDrain):
+		// The parked poll cannot be withdrawn (a relay carries it): ask
+		// the plane to answer it now rather than at wait_max_s.
+		req := m.pollRequest(0)
+		req.Draining = true
+		m.emit(NotifyDraining{Request: req})
 	}
 	m.cancelTimer(TimerBackoff)
 	m.cancelTimer(TimerIdle)

@@ -3,6 +3,7 @@ package daemon
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/nymphd/nymph/wirecore/wire"
@@ -50,8 +51,31 @@ func (m *Machine) helloRequest() wire.HelloRequest {
 		Capabilities: m.capabilities(),
 		Versions:     v,
 		PublicKey:    m.cfg.PublicKey,
+		Extensions:   m.cfg.Extensions,
 	}
 }
+
+// pollRequest is a poll of this worker, waiting at most waitS, reporting
+// the runs in flight.
+func (m *Machine) pollRequest(waitS float64) wire.PollRequest {
+	req := wire.PollRequest{
+		WorkerID:    m.workerID,
+		Queue:       m.cfg.Queue,
+		TimeoutS:    wire.Float(waitS),
+		Invocations: make([]wire.InvocationStatus, 0, len(m.runs)),
+	}
+	for _, r := range m.runs {
+		req.Invocations = append(req.Invocations, wire.InvocationStatus{
+			InvocationID: r.id,
+			State:        wire.StateRunning,
+			StartedAt:    wire.TimestampOf(r.started),
+		})
+	}
+	return req
+}
+
+// uses reports whether the plane agreed to extension ext.
+func (m *Machine) uses(ext string) bool { return slices.Contains(m.agreed, ext) }
 
 func (m *Machine) capabilities() wire.Capabilities {
 	runners := m.cfg.Runners
@@ -101,6 +125,16 @@ func (m *Machine) helloAccepted(now time.Time, resp *wire.HelloResponse) {
 	if resp.WorkerID != nil && *resp.WorkerID != "" {
 		m.workerID = *resp.WorkerID
 	}
+	// Only what this daemon announced and the plane agreed to.
+	m.agreed = nil
+	for _, e := range wire.ConfigExtensionsOf(resp.Config) {
+		if slices.Contains(m.cfg.Extensions, e) {
+			m.agreed = append(m.agreed, e)
+		}
+	}
+	if len(m.agreed) > 0 {
+		m.log(slog.LevelInfo, "extensions agreed with the control plane", slog.Any("extensions", m.agreed))
+	}
 	m.needHello = false
 	// The control plane answered: the outage that grew the backoff is
 	// over, so the first poll error after it waits retry_min_s again.
@@ -121,24 +155,19 @@ func (m *Machine) helloFailed(now time.Time, msg, why string) {
 // permit is free: with every permit taken the daemon stops long-polling so
 // it never claims work it cannot start.
 func (m *Machine) pollIfReady(now time.Time) {
-	if m.state != StatePolling || m.parked != 0 || !m.permitFree() {
+	if m.state != StatePolling || m.parked != 0 {
+		return
+	}
+	// With every permit taken the daemon claims no work; with the cancel
+	// extension it still listens, for control commands only.
+	full := !m.permitFree()
+	if full && !m.uses(wire.ExtCancel) {
 		return
 	}
 	m.pollSeq++
 	m.parked = m.pollSeq
-	req := wire.PollRequest{
-		WorkerID:    m.workerID,
-		Queue:       m.cfg.Queue,
-		TimeoutS:    wire.Float(m.cfg.WaitMaxS),
-		Invocations: make([]wire.InvocationStatus, 0, len(m.runs)),
-	}
-	for _, r := range m.runs {
-		req.Invocations = append(req.Invocations, wire.InvocationStatus{
-			InvocationID: r.id,
-			State:        wire.StateRunning,
-			StartedAt:    wire.TimestampOf(r.started),
-		})
-	}
+	req := m.pollRequest(m.cfg.WaitMaxS)
+	req.Full = full
 	if m.pendingCaps != nil {
 		caps := *m.pendingCaps
 		req.UpdatedCapabilities = &caps

@@ -56,6 +56,12 @@ type Machine struct {
 	fetchingOTA, updating, updateVersion string
 	applying                             bool // ApplyOTA emitted, OTAApplied not yet seen
 
+	// agreed are the extensions the plane's last hello reply agreed to.
+	agreed []string
+	// cancelReasons are the reasons of cancels sent to running work, by
+	// exec or invocation id, until its end is reported.
+	cancelReasons map[string]string
+
 	lastPollAt, lastPollOKAt time.Time
 	counters                 Counters
 
@@ -230,6 +236,14 @@ func (m *Machine) runKnown(id string) bool {
 		return true
 	}
 	return slices.ContainsFunc(m.held, func(h heldWork) bool { return !h.isExec && h.run.InvocationID == id })
+}
+
+func (m *Machine) execRunning(id string) bool {
+	return slices.ContainsFunc(m.execs, func(x execEntry) bool { return x.id == id })
+}
+
+func (m *Machine) runRunning(id string) bool {
+	return slices.ContainsFunc(m.runs, func(x runEntry) bool { return x.id == id })
 }
 
 func is2xx(status int) bool { return status >= 200 && status <= 299 }

@@ -14,9 +14,13 @@ func render(e Effect, now time.Time) string {
 	switch e := e.(type) {
 	case SendHello:
 		r := e.Request
-		return fmt.Sprintf("send-hello machine_id=%s label=%q tags=%s lanes=%s runners=%s max_invocations=%d workdir=%s protocol=%s daemon=%s",
+		line := fmt.Sprintf("send-hello machine_id=%s label=%q tags=%s lanes=%s runners=%s max_invocations=%d workdir=%s protocol=%s daemon=%s",
 			r.MachineID, r.Label, list(r.Tags), list(r.Lanes), list(r.Capabilities.Runners),
 			r.Capabilities.MaxInvocations, r.Capabilities.Workdir, deref(r.Versions.Protocol), deref(r.Versions.Daemon))
+		if len(r.Extensions) > 0 {
+			line += " extensions=" + list(r.Extensions)
+		}
+		return line
 	case SendPoll:
 		r := e.Request
 		var invs []string
@@ -32,6 +36,9 @@ func render(e Effect, now time.Time) string {
 			e.Seq, r.WorkerID, r.Queue, float64(r.TimeoutS), deref(r.Cursor), list(invs))
 		if c := r.UpdatedCapabilities; c != nil {
 			line += fmt.Sprintf(" updated_capabilities=runners:%s,max:%d", list(c.Runners), c.MaxInvocations)
+		}
+		if r.Full {
+			line += " full"
 		}
 		return line
 	case CancelPoll:
@@ -75,6 +82,10 @@ func render(e Effect, now time.Time) string {
 		return "refresh-capabilities cmd=" + e.CommandID
 	case StartOTA:
 		return fmt.Sprintf("start-ota cmd=%s version=%s sha256=%s", e.CommandID, e.Update.Version, e.Update.SHA256)
+	case CancelWork:
+		return fmt.Sprintf("cancel-work exec_id=%s invocation_id=%s", e.ExecID, e.InvocationID)
+	case NotifyDraining:
+		return fmt.Sprintf("notify-draining worker_id=%s timeout_s=%g draining=%v", e.Request.WorkerID, float64(e.Request.TimeoutS), e.Request.Draining)
 	case ApplyOTA:
 		return fmt.Sprintf("apply-ota cmd=%s version=%s", e.CommandID, e.Version)
 	case DiscardOTA:

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nymphd/nymph/internal/transcript"
 	"github.com/nymphd/nymph/wirecore/wire"
+	"github.com/tinylib/msgp/msgp"
 )
 
 // Transcript tests: each testdata/*.txt file is a conversation with the
@@ -209,6 +210,7 @@ func (h *harness) configFields() map[string]any {
 		"tags":              &c.Tags,
 		"lanes":             &c.Lanes,
 		"runners":           &c.Runners,
+		"extensions":        &c.Extensions,
 	}
 }
 
@@ -227,6 +229,9 @@ func (h *harness) hello(t *testing.T, d *datadriven.TestData) Event {
 	if code, ok := str(d, "reject"); ok {
 		msg, _ := str(d, "message")
 		resp.Reject = &wire.Reject{Code: code, Message: msg}
+	}
+	if ext, ok := str(d, "ext"); ok {
+		resp.Config = map[string]msgp.Raw{wire.ConfigExtensions: wire.EncodeExtensions(strings.Split(ext, ","))}
 	}
 	return HelloResult{Status: 200, Response: resp}
 }
@@ -461,6 +466,11 @@ func pollCommands(t *testing.T, d *datadriven.TestData, now time.Time) []wire.Co
 			version, _ := str(c, "version")
 			sha, _ := str(c, "sha256")
 			body = &wire.OTAUpdate{Version: version, URL: "https://plane.example/bin/nymph", SHA256: sha}
+		case wire.KindCancel:
+			inv, _ := str(c, "inv")
+			execID, _ := str(c, "exec_id")
+			reason, _ := str(c, "reason")
+			body = &wire.Cancel{InvocationID: inv, ExecID: execID, Reason: reason}
 		case wire.KindResetBackoff, wire.KindRotateKey:
 		case "raw": // a kind with an arbitrary (here: msgpack string) body
 			k, _ := str(c, "kind")

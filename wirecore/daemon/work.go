@@ -15,8 +15,13 @@ func (m *Machine) onExecFinished(now time.Time, e ExecFinished) {
 	if !removeFinished(m, &m.execs, "exec", "exec_id", e.ExecID) {
 		return
 	}
-	m.countExec(int64(e.Result.ExitCode))
-	m.postExecResult(e.ExecID, e.Result)
+	res := e.Result
+	if reason, ok := m.cancelReason(e.ExecID); ok && res.ExitCode == wire.ExitSpawnFailed {
+		msg := "cancelled: " + reason
+		res.Error = &msg
+	}
+	m.countExec(int64(res.ExitCode))
+	m.postExecResult(e.ExecID, res)
 	m.released(now)
 	m.wake(now)
 	m.checkDrained()
@@ -54,11 +59,15 @@ func (m *Machine) onRunFinished(now time.Time, e RunFinished) {
 	}
 	m.counters.RunsDone++
 	state, blob, errInfo := e.State, e.ResultBlob, e.Error
+	reason, cancelledOne := m.cancelReason(e.InvocationID)
 	switch state {
 	case wire.StateSucceeded:
 		errInfo = nil
 	case wire.StateKilled:
-		if m.cancelled {
+		switch {
+		case cancelledOne:
+			errInfo = &wire.ErrorInfo{TypeName: wire.ErrTypeCancelled, Message: reason}
+		case m.cancelled:
 			errInfo = cancelledError()
 		}
 		blob = nil

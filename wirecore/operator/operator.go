@@ -29,9 +29,17 @@ const (
 	PathExecLogs    = "/v1/admin/execs/{id}/logs"         // GET ?offset=N&wait_s=S → LogsPage
 	PathInvocations = "/v1/admin/invocations"             // GET → []Invocation; POST RunRequest → Invocation
 	PathInvocation  = "/v1/admin/invocations/{id}"        // GET → Invocation
-	PathKill        = "/v1/admin/invocations/{id}/kill"   // POST → Invocation, or 409 when running
-	PathRevokeKey   = "/v1/admin/workers/{id}/revoke-key" // POST {} → KeyRevoked, or 409 without a key
-	PathTokens      = "/v1/admin/tokens"                  // POST TokenRequest → TokenCreated; GET → []Token
+	// PathKill stops an invocation (optional body KillRequest): a queued
+	// one is killed at once (200 → Invocation); a running one is sent a
+	// cancel (202 → Invocation, still running until its daemon acks
+	// killed) when its daemon speaks the cancel extension, else 409.
+	PathKill = "/v1/admin/invocations/{id}/kill"
+	// PathKillExec stops an exec the same way (→ ExecStatus): a queued
+	// one ends at -1 without running (200), a delivered one is sent a
+	// cancel (202) or refused (409).
+	PathKillExec  = "/v1/admin/execs/{id}/kill"
+	PathRevokeKey = "/v1/admin/workers/{id}/revoke-key" // POST {} → KeyRevoked, or 409 without a key
+	PathTokens    = "/v1/admin/tokens"                  // POST TokenRequest → TokenCreated; GET → []Token
 	// PathPresign presigns a payload put (or get) for an operator, with
 	// the body and answer of the daemons' presign (wire.PresignRequest,
 	// wire.PresignResponse): ctl uploads a large payload to the URL and
@@ -182,6 +190,12 @@ type Invocation struct {
 	CreatedEpochS  float64         `json:"created_epoch_s"`
 	StartedEpochS  float64         `json:"started_epoch_s,omitempty"`
 	FinishedEpochS float64         `json:"finished_epoch_s,omitempty"`
+}
+
+// KillRequest is the optional body of PathKill and PathKillExec: the
+// reason the daemon reports the work cancelled with.
+type KillRequest struct {
+	Reason string `json:"reason,omitempty"`
 }
 
 // TokenRequest mints a join token. TTLS defaults to 15 minutes; Queue and

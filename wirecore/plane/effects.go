@@ -100,6 +100,7 @@ const (
 	StatusForbidden           = 403
 	StatusNotFound            = 404
 	StatusConflict            = 409
+	StatusAccepted            = 202
 	StatusUnprocessableEntity = 422
 	StatusTooManyRequests     = 429
 	StatusServiceUnavailable  = 503

@@ -216,12 +216,24 @@ type EnqueueRun struct {
 }
 
 // Kill is POST operator.PathKill: a queued invocation becomes killed; a
-// running one answers 409 (the protocol has no cancel command).
+// running one is sent a cancel when its daemon speaks wire.ExtCancel, and
+// answers 409 otherwise (protocol "1" has no cancel command).
 type Kill struct {
 	Req          RequestID
 	InvocationID string
+	// Reason goes to the daemon in the cancel of a running invocation.
+	Reason string
 }
 
+// KillExec stops an exec: a queued one is withdrawn, a delivered one is
+// cancelled on a daemon that speaks wire.ExtCancel.
+type KillExec struct {
+	Req    RequestID
+	ExecID string
+	Reason string
+}
+
+func (KillExec) isEvent()         {}
 func (Hello) isEvent()            {}
 func (Poll) isEvent()             {}
 func (PollDeadline) isEvent()     {}
@@ -271,6 +283,7 @@ func (e ListInvocations) Named(id RequestID) Request  { e.Req = id; return e }
 func (e GetInvocation) Named(id RequestID) Request    { e.Req = id; return e }
 func (e EnqueueRun) Named(id RequestID) Request       { e.Req = id; return e }
 func (e Kill) Named(id RequestID) Request             { e.Req = id; return e }
+func (e KillExec) Named(id RequestID) Request         { e.Req = id; return e }
 func (e Keys) Named(id RequestID) Request             { e.Req = id; return e }
 func (e Authenticate) Named(id RequestID) Request     { e.Req = id; return e }
 func (e CreateToken) Named(id RequestID) Request      { e.Req = id; return e }

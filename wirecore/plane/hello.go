@@ -140,6 +140,11 @@ func (p *Plane) onHello(now time.Time, e Hello) {
 	w := p.admit(now, &e.Body, en)
 	id := w.rec.ID
 	resp := p.helloResponse(now, &id)
+	if len(w.rec.Extensions) > 0 {
+		// Only to a daemon that announced them: a plain protocol "1"
+		// daemon gets the config map it always got.
+		resp.Config[wire.ConfigExtensions] = wire.EncodeExtensions(w.rec.Extensions)
+	}
 	if en != nil {
 		resp.KeyID = &en.keyID
 	}
@@ -196,6 +201,7 @@ func (p *Plane) admit(now time.Time, h *wire.HelloRequest, en *enrolment) *worke
 	r.Capabilities = h.Capabilities
 	r.Capabilities.Runners = slices.Clone(h.Capabilities.Runners)
 	r.Versions = h.Versions
+	r.Extensions = wire.AgreedExtensions(h.Extensions)
 	r.LastSeen = now
 	r.HibernateUntil = time.Time{}
 	if r.TargetVersion != "" && h.Versions.Daemon != nil && *h.Versions.Daemon == r.TargetVersion {

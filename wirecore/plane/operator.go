@@ -207,7 +207,11 @@ func (p *Plane) onGetExec(e GetExec) {
 		p.opError(e.Req, StatusNotFound, "unknown exec %q", e.ExecID)
 		return
 	}
-	p.reply(e.Req, StatusOK, operator.ExecStatus{ExecID: ex.ExecID, WorkerID: ex.WorkerID, State: ex.State, Result: ex.Result})
+	p.reply(e.Req, StatusOK, execStatusView(ex))
+}
+
+func execStatusView(ex *ExecRecord) operator.ExecStatus {
+	return operator.ExecStatus{ExecID: ex.ExecID, WorkerID: ex.WorkerID, State: ex.State, Result: ex.Result}
 }
 
 func (p *Plane) onWaitLogs(now time.Time, e WaitLogs) {
@@ -305,7 +309,13 @@ func (p *Plane) onKill(now time.Time, e Kill) {
 	case inv == nil:
 		p.opError(e.Req, StatusNotFound, "unknown invocation %q", e.InvocationID)
 	case inv.State == InvocationRunning:
-		p.opError(e.Req, StatusConflict, "invocation %s is running on worker %s: the protocol has no cancel command", inv.ID, inv.WorkerID)
+		w := p.workers[inv.WorkerID]
+		if w == nil || !w.uses(wire.ExtCancel) {
+			p.opError(e.Req, StatusConflict, "invocation %s is running on worker %s, whose daemon does not speak the cancel extension (protocol \"1\" has no cancel command): it can only be waited for, or its daemon stopped", inv.ID, inv.WorkerID)
+			return
+		}
+		p.sendCancel(w, wire.Cancel{InvocationID: inv.ID, Reason: killReason(e.Reason)}, now)
+		p.reply(e.Req, StatusAccepted, invocationView(inv))
 	case inv.State != InvocationQueued:
 		p.opError(e.Req, StatusConflict, "invocation %s already %s", inv.ID, inv.State)
 	default:
@@ -315,6 +325,52 @@ func (p *Plane) onKill(now time.Time, e Kill) {
 		p.dequeue(inv.ID)
 		p.putInvocation(inv)
 		p.reply(e.Req, StatusOK, invocationView(inv))
+	}
+}
+
+// killReason is the reason a cancel carries: the operator's, or a default.
+func killReason(r string) string {
+	if r == "" {
+		return "killed by an operator"
+	}
+	return r
+}
+
+// sendCancel queues a cancel for w's daemon and wakes its poll.
+func (p *Plane) sendCancel(w *worker, c wire.Cancel, now time.Time) {
+	raw, _ := c.MarshalMsg(nil)
+	p.enqueue(w, wire.KindCancel, raw, now, nil)
+	p.wakeWorker(w, now)
+}
+
+// onKillExec withdraws a queued exec (it finishes at -1 without running)
+// or cancels a delivered one on a daemon that speaks wire.ExtCancel.
+func (p *Plane) onKillExec(now time.Time, e KillExec) {
+	ex := p.execs[e.ExecID]
+	switch {
+	case ex == nil:
+		p.opError(e.Req, StatusNotFound, "unknown exec %q", e.ExecID)
+	case ex.State == ExecFinished:
+		p.opError(e.Req, StatusConflict, "exec %s already finished", ex.ExecID)
+	case ex.State == ExecQueued:
+		w := p.workers[ex.WorkerID]
+		if w != nil {
+			if i := slices.IndexFunc(w.pending, func(c CommandRecord) bool { return c.ExecID == ex.ExecID }); i >= 0 {
+				p.deleteCommand(w.pending[i].ID)
+				w.pending = slices.Delete(w.pending, i, i+1)
+			}
+		}
+		msg := "killed before it ran: " + killReason(e.Reason)
+		p.finishExec(ex, &wire.ExecResult{ExitCode: wire.ExitSpawnFailed, Error: &msg}, now)
+		p.reply(e.Req, StatusOK, execStatusView(ex))
+	default:
+		w := p.workers[ex.WorkerID]
+		if w == nil || !w.uses(wire.ExtCancel) {
+			p.opError(e.Req, StatusConflict, "exec %s is running on worker %s, whose daemon does not speak the cancel extension (protocol \"1\" has no cancel command)", ex.ExecID, ex.WorkerID)
+			return
+		}
+		p.sendCancel(w, wire.Cancel{ExecID: ex.ExecID, Reason: killReason(e.Reason)}, now)
+		p.reply(e.Req, StatusAccepted, execStatusView(ex))
 	}
 }
 

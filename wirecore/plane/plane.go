@@ -168,6 +168,7 @@ type parked struct {
 	until    time.Time
 	workerID string
 	queue    string // poll: the queue the poll asked for
+	full     bool   // poll: its daemon has no permit free (control commands only)
 	execID   string // logs
 	offset   int64  // logs
 }
@@ -365,6 +366,8 @@ func (p *Plane) dispatch(now time.Time, ev Event) {
 		p.onEnqueueRun(now, e)
 	case Kill:
 		p.onKill(now, e)
+	case KillExec:
+		p.onKillExec(now, e)
 	case Keys:
 		p.onKeys(now, e)
 	case Authenticate:
@@ -385,6 +388,7 @@ func cloneWorker(r WorkerRecord) WorkerRecord {
 	r.Capabilities.Runners = slices.Clone(r.Capabilities.Runners)
 	r.RevokedKeyIDs = slices.Clone(r.RevokedKeyIDs)
 	r.PinnedTags = slices.Clone(r.PinnedTags)
+	r.Extensions = slices.Clone(r.Extensions)
 	if r.Update != nil {
 		u := *r.Update
 		r.Update = &u

@@ -39,11 +39,18 @@ func (p *Plane) onPoll(now time.Time, e Poll) {
 	if c := e.Body.UpdatedCapabilities; c != nil {
 		p.mergeCapabilities(w, c)
 	}
+	if e.Body.Draining && w.uses(wire.ExtDrain) {
+		// A draining daemon takes nothing more: its parked poll was
+		// answered above, and this one is answered empty at once.
+		p.replyPoll(e.Req, w, nil)
+		return
+	}
 	queue := e.Body.Queue
 	if queue == "" {
 		queue = DefaultQueue
 	}
-	cmds := p.takeCommands(w, queue, now)
+	full := e.Body.Full && w.uses(wire.ExtCancel)
+	cmds := p.takeCommands(w, queue, full, now)
 	wait := p.pollWait(float64(e.Body.TimeoutS))
 	if len(cmds) > 0 || wait <= 0 {
 		p.replyPoll(e.Req, w, cmds)
@@ -51,7 +58,7 @@ func (p *Plane) onPoll(now time.Time, e Poll) {
 	}
 	until := now.Add(wait)
 	w.poll, w.hasPoll = e.Req, true
-	p.parked[e.Req] = &parked{kind: parkPoll, until: until, workerID: w.ID(), queue: queue}
+	p.parked[e.Req] = &parked{kind: parkPoll, until: until, workerID: w.ID(), queue: queue, full: full}
 	p.pollOrder = append(p.pollOrder, e.Req)
 	if len(p.pollOrder) > 2*len(p.parked)+64 {
 		p.compactPollOrder()
@@ -74,6 +81,9 @@ func (p *Plane) pollWait(secs float64) time.Duration {
 
 // ID is the worker's id.
 func (w *worker) ID() string { return w.rec.ID }
+
+// uses reports whether the worker's daemon agreed to extension ext.
+func (w *worker) uses(ext string) bool { return slices.Contains(w.rec.Extensions, ext) }
 
 // seen records a sign of life: a lost or hibernating worker that polls is
 // back.
@@ -123,8 +133,9 @@ func (p *Plane) mergeCapabilities(w *worker, c *wire.Capabilities) {
 // takeCommands removes and returns what one poll of w delivers: every
 // queued control command, the oldest setup of its FIFO, the oldest exec,
 // and the oldest queued run that fits — in queue order, a run last. A
-// hibernate ends the list: the daemon discards whatever follows it.
-func (p *Plane) takeCommands(w *worker, queue string, now time.Time) []CommandRecord {
+// hibernate ends the list: the daemon discards whatever follows it. A
+// full poll (every permit of the daemon taken) gets control commands only.
+func (p *Plane) takeCommands(w *worker, queue string, full bool, now time.Time) []CommandRecord {
 	var out []CommandRecord
 	var setup, exec, hibernate bool
 	kept := w.pending[:0]
@@ -132,10 +143,10 @@ func (p *Plane) takeCommands(w *worker, queue string, now time.Time) []CommandRe
 		take := !hibernate
 		switch c.Kind {
 		case wire.KindSetup:
-			take = take && !setup
+			take = take && !setup && !full
 			setup = setup || take
 		case wire.KindExec:
-			take = take && !exec
+			take = take && !exec && !full
 			exec = exec || take
 		}
 		if !take {
@@ -148,7 +159,7 @@ func (p *Plane) takeCommands(w *worker, queue string, now time.Time) []CommandRe
 	}
 	clear(w.pending[len(kept):])
 	w.pending = kept
-	if hibernate || w.rec.State != WorkerActive {
+	if hibernate || full || w.rec.State != WorkerActive {
 		return out
 	}
 	if run, ok := p.takeRun(w, queue, now); ok {
@@ -297,7 +308,7 @@ func (p *Plane) wakeWorker(w *worker, now time.Time) {
 		return
 	}
 	pk := p.parked[w.poll]
-	cmds := p.takeCommands(w, pk.queue, now)
+	cmds := p.takeCommands(w, pk.queue, pk.full, now)
 	if len(cmds) == 0 {
 		return
 	}
@@ -324,7 +335,7 @@ func (p *Plane) answerParkedPoll(w *worker, now time.Time) {
 		w.hasPoll = false
 		return
 	}
-	cmds := p.takeCommands(w, pk.queue, now)
+	cmds := p.takeCommands(w, pk.queue, pk.full, now)
 	p.unpark(req)
 	p.replyPoll(req, w, cmds)
 }
@@ -400,7 +411,7 @@ func (p *Plane) onDeadline(now time.Time, req RequestID) {
 	switch pk.kind {
 	case parkPoll:
 		w := p.workers[pk.workerID]
-		cmds := p.takeCommands(w, pk.queue, now)
+		cmds := p.takeCommands(w, pk.queue, pk.full, now)
 		p.unpark(req)
 		p.replyPoll(req, w, cmds)
 	case parkLogs:

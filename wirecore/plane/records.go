@@ -81,6 +81,9 @@ type WorkerRecord struct {
 	// TargetVersion is sent as target_nymph_version until the worker's
 	// versions.daemon equals it.
 	TargetVersion string `json:"target_version,omitempty"`
+	// Extensions are the nymph extensions agreed with the worker's daemon
+	// at its last hello (wire.AgreedExtensions of what it announced).
+	Extensions []string `json:"extensions,omitempty"`
 	// Update is the last ota_update sent to the worker and what became of
 	// it, as far as the plane can tell; nil when none was.
 	Update *UpdateRecord `json:"update,omitempty"`

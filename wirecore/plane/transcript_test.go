@@ -234,6 +234,7 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		if str(d, "caps") != "" {
 			body.UpdatedCapabilities = &wire.Capabilities{Runners: list(d, "caps"), MaxInvocations: 4}
 		}
+		body.Draining = d.HasArg("draining")
 		ev = plane.Poll{Req: req(t, d), Body: body, Auth: h.auth(t, d, wire.PathPoll, marshal(&body))}
 	case "deadline":
 		ev = plane.PollDeadline{Req: req(t, d)}
@@ -302,7 +303,9 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 	case "invocation":
 		ev = plane.GetInvocation{Req: req(t, d), InvocationID: h.id(str(d, "id"))}
 	case "kill":
-		ev = plane.Kill{Req: req(t, d), InvocationID: h.id(str(d, "inv"))}
+		ev = plane.Kill{Req: req(t, d), InvocationID: h.id(str(d, "inv")), Reason: str(d, "reason")}
+	case "killexec":
+		ev = plane.KillExec{Req: req(t, d), ExecID: h.id(str(d, "exec")), Reason: str(d, "reason")}
 	default:
 		d.Fatalf(t, "unknown command %q", d.Cmd)
 	}
@@ -376,6 +379,9 @@ func helloBody(d *datadriven.TestData, pub string) []byte {
 	}
 	if pub != "" {
 		m["public_key"] = pub
+	}
+	if str(d, "ext") != "" {
+		m["nymph_extensions"] = strs("ext")
 	}
 	if o := str(d, "omit"); o != "" {
 		parent, child, nested := strings.Cut(o, ".")
@@ -478,6 +484,9 @@ func (h *harness) showBody(body any) []string {
 		s := fmt.Sprintf("hello worker=%s ttl=%v", h.name("W", *b.WorkerID), float64(b.SessionTTLS))
 		if b.KeyID != nil {
 			s += " key_id=" + h.aliasText(*b.KeyID)
+		}
+		if exts := wire.ConfigExtensionsOf(b.Config); exts != nil {
+			s += fmt.Sprintf(" extensions=%v", exts)
 		}
 		return []string{s}
 	case wire.KeyRotationResponse:
@@ -606,6 +615,12 @@ func (h *harness) showCommand(c wire.Command) string {
 		return fmt.Sprintf("setup %s script=%q refresh=%v sudo=%v", h.name("C", c.ID), d.Body.Script, d.Body.RefreshCapabilities, d.Body.Sudo)
 	case wire.HibernateCommand:
 		return fmt.Sprintf("hibernate %s until=%s", h.name("C", c.ID), h.rel(time.Unix(int64(d.Body.UntilEpochS), 0)))
+	case wire.CancelCommand:
+		id := h.name("I", d.Body.InvocationID)
+		if d.Body.ExecID != "" {
+			id = h.name("X", d.Body.ExecID)
+		}
+		return fmt.Sprintf("cancel %s %s reason=%q", h.name("C", c.ID), id, d.Body.Reason)
 	case wire.RunCommand:
 		return fmt.Sprintf("run %s invocation=%s fn=%s runner=%q", h.name("C", c.ID), h.name("I", d.Body.InvocationID), d.Body.Function.Qualname, d.Body.RunConfig.Runner) +
 			showArgs(d.Body.ArgsBlob) + showPayload(nil, d.Body.PayloadRef)

@@ -13,7 +13,19 @@ const (
 	KindResetBackoff = "reset_backoff"
 	KindRotateKey    = "rotate_key"
 	KindRun          = "run"
+	// KindCancel is nymph's extension ExtCancel: sent only to a daemon
+	// that announced it, never part of the seven.
+	KindCancel = "cancel"
 )
+
+// Cancel asks the daemon to stop one run or one exec (exactly one of the
+// two ids) the way a drain's second signal does, and report it killed
+// with {type: "Cancelled", message: Reason}.
+type Cancel struct {
+	InvocationID string `msg:"invocation_id,omitempty"`
+	ExecID       string `msg:"exec_id,omitempty"`
+	Reason       string `msg:"reason"`
+}
 
 // Hibernate asks the daemon to leave its poll loop until UntilEpochS.
 type Hibernate struct {

@@ -13,6 +13,212 @@ const (
 )
 
 // DecodeMsg implements msgp.Decodable
+func (z *Cancel) DecodeMsg(dc *msgp.Reader) (err error) {
+	var field []byte
+	_ = field
+	var zb0001 uint32
+	zb0001, err = dc.ReadMapHeader()
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z53facf76limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
+	for zb0001 > 0 {
+		zb0001--
+		field, err = dc.ReadMapKeyPtr()
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		switch msgp.UnsafeString(field) {
+		case "invocation_id":
+			z.InvocationID, err = dc.ReadString()
+			if err != nil {
+				err = msgp.WrapError(err, "InvocationID")
+				return
+			}
+		case "exec_id":
+			z.ExecID, err = dc.ReadString()
+			if err != nil {
+				err = msgp.WrapError(err, "ExecID")
+				return
+			}
+		case "reason":
+			z.Reason, err = dc.ReadString()
+			if err != nil {
+				err = msgp.WrapError(err, "Reason")
+				return
+			}
+		default:
+			err = dc.Skip()
+			if err != nil {
+				err = msgp.WrapError(err)
+				return
+			}
+		}
+	}
+	return
+}
+
+// EncodeMsg implements msgp.Encodable
+func (z Cancel) EncodeMsg(en *msgp.Writer) (err error) {
+	// check for omitted fields
+	zb0001Len := uint32(3)
+	var zb0001Mask uint8 /* 3 bits */
+	_ = zb0001Mask
+	if z.InvocationID == "" {
+		zb0001Len--
+		zb0001Mask |= 0x1
+	}
+	if z.ExecID == "" {
+		zb0001Len--
+		zb0001Mask |= 0x2
+	}
+	// variable map header, size zb0001Len
+	err = en.Append(0x80 | uint8(zb0001Len))
+	if err != nil {
+		return
+	}
+
+	// skip if no fields are to be emitted
+	if zb0001Len != 0 {
+		if (zb0001Mask & 0x1) == 0 { // if not omitted
+			// write "invocation_id"
+			err = en.Append(0xad, 0x69, 0x6e, 0x76, 0x6f, 0x63, 0x61, 0x74, 0x69, 0x6f, 0x6e, 0x5f, 0x69, 0x64)
+			if err != nil {
+				return
+			}
+			err = en.WriteString(z.InvocationID)
+			if err != nil {
+				err = msgp.WrapError(err, "InvocationID")
+				return
+			}
+		}
+		if (zb0001Mask & 0x2) == 0 { // if not omitted
+			// write "exec_id"
+			err = en.Append(0xa7, 0x65, 0x78, 0x65, 0x63, 0x5f, 0x69, 0x64)
+			if err != nil {
+				return
+			}
+			err = en.WriteString(z.ExecID)
+			if err != nil {
+				err = msgp.WrapError(err, "ExecID")
+				return
+			}
+		}
+		// write "reason"
+		err = en.Append(0xa6, 0x72, 0x65, 0x61, 0x73, 0x6f, 0x6e)
+		if err != nil {
+			return
+		}
+		err = en.WriteString(z.Reason)
+		if err != nil {
+			err = msgp.WrapError(err, "Reason")
+			return
+		}
+	}
+	return
+}
+
+// MarshalMsg implements msgp.Marshaler
+func (z Cancel) MarshalMsg(b []byte) (o []byte, err error) {
+	o = msgp.Require(b, z.Msgsize())
+	// check for omitted fields
+	zb0001Len := uint32(3)
+	var zb0001Mask uint8 /* 3 bits */
+	_ = zb0001Mask
+	if z.InvocationID == "" {
+		zb0001Len--
+		zb0001Mask |= 0x1
+	}
+	if z.ExecID == "" {
+		zb0001Len--
+		zb0001Mask |= 0x2
+	}
+	// variable map header, size zb0001Len
+	o = append(o, 0x80|uint8(zb0001Len))
+
+	// skip if no fields are to be emitted
+	if zb0001Len != 0 {
+		if (zb0001Mask & 0x1) == 0 { // if not omitted
+			// string "invocation_id"
+			o = append(o, 0xad, 0x69, 0x6e, 0x76, 0x6f, 0x63, 0x61, 0x74, 0x69, 0x6f, 0x6e, 0x5f, 0x69, 0x64)
+			o = msgp.AppendString(o, z.InvocationID)
+		}
+		if (zb0001Mask & 0x2) == 0 { // if not omitted
+			// string "exec_id"
+			o = append(o, 0xa7, 0x65, 0x78, 0x65, 0x63, 0x5f, 0x69, 0x64)
+			o = msgp.AppendString(o, z.ExecID)
+		}
+		// string "reason"
+		o = append(o, 0xa6, 0x72, 0x65, 0x61, 0x73, 0x6f, 0x6e)
+		o = msgp.AppendString(o, z.Reason)
+	}
+	return
+}
+
+// UnmarshalMsg implements msgp.Unmarshaler
+func (z *Cancel) UnmarshalMsg(bts []byte) (o []byte, err error) {
+	var field []byte
+	_ = field
+	var zb0001 uint32
+	zb0001, bts, err = msgp.ReadMapHeaderBytes(bts)
+	if err != nil {
+		err = msgp.WrapError(err)
+		return
+	}
+	if zb0001 > z53facf76limitMaps {
+		err = msgp.ErrLimitExceeded
+		return
+	}
+	for zb0001 > 0 {
+		zb0001--
+		field, bts, err = msgp.ReadMapKeyZC(bts)
+		if err != nil {
+			err = msgp.WrapError(err)
+			return
+		}
+		switch msgp.UnsafeString(field) {
+		case "invocation_id":
+			z.InvocationID, bts, err = reuseString(bts, z.InvocationID)
+			if err != nil {
+				err = msgp.WrapError(err, "InvocationID")
+				return
+			}
+		case "exec_id":
+			z.ExecID, bts, err = reuseString(bts, z.ExecID)
+			if err != nil {
+				err = msgp.WrapError(err, "ExecID")
+				return
+			}
+		case "reason":
+			z.Reason, bts, err = reuseString(bts, z.Reason)
+			if err != nil {
+				err = msgp.WrapError(err, "Reason")
+				return
+			}
+		default:
+			bts, err = msgp.Skip(bts)
+			if err != nil {
+				err = msgp.WrapError(err)
+				return
+			}
+		}
+	}
+	o = bts
+	return
+}
+
+// Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
+func (z Cancel) Msgsize() (s int) {
+	s = 1 + 14 + msgp.StringPrefixSize + len(z.InvocationID) + 8 + msgp.StringPrefixSize + len(z.ExecID) + 7 + msgp.StringPrefixSize + len(z.Reason)
+	return
+}
+
+// DecodeMsg implements msgp.Decodable
 func (z *DockerConfig) DecodeMsg(dc *msgp.Reader) (err error) {
 	var field []byte
 	_ = field

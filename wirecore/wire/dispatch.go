@@ -8,7 +8,7 @@ import (
 
 // Directive is a poll command decoded by its kind: one of HibernateCommand,
 // SetupCommand, ExecCommand, OTAUpdateCommand, ResetBackoffCommand,
-// RotateKeyCommand, RunCommand, or Unknown.
+// RotateKeyCommand, RunCommand, CancelCommand (an extension), or Unknown.
 type Directive interface {
 	// CommandID is the id of the poll command the directive came from.
 	CommandID() string
@@ -52,6 +52,12 @@ type RunCommand struct {
 	Body Run
 }
 
+// CancelCommand is a decoded "cancel" (extension ExtCancel).
+type CancelCommand struct {
+	ID   string
+	Body Cancel
+}
+
 // Unknown is a command whose kind is not one of the seven, or whose body does
 // not decode into its kind. It is logged and skipped, never fatal.
 type Unknown struct {
@@ -67,6 +73,7 @@ func (c OTAUpdateCommand) CommandID() string    { return c.ID }
 func (c ResetBackoffCommand) CommandID() string { return c.ID }
 func (c RotateKeyCommand) CommandID() string    { return c.ID }
 func (c RunCommand) CommandID() string          { return c.ID }
+func (c CancelCommand) CommandID() string       { return c.ID }
 func (c Unknown) CommandID() string             { return c.ID }
 
 func (HibernateCommand) CommandKind() string    { return KindHibernate }
@@ -76,6 +83,7 @@ func (OTAUpdateCommand) CommandKind() string    { return KindOTAUpdate }
 func (ResetBackoffCommand) CommandKind() string { return KindResetBackoff }
 func (RotateKeyCommand) CommandKind() string    { return KindRotateKey }
 func (RunCommand) CommandKind() string          { return KindRun }
+func (CancelCommand) CommandKind() string       { return KindCancel }
 func (c Unknown) CommandKind() string           { return c.Kind }
 
 // Dispatch decodes a poll command's body according to its kind. It never
@@ -99,6 +107,13 @@ func Dispatch(c Command) Directive {
 	case KindRun:
 		return decodeDirective(c, func(b Run) Directive {
 			return unlessEmpty(c, "invocation_id", b.InvocationID, RunCommand{ID: c.ID, Body: b})
+		})
+	case KindCancel:
+		return decodeDirective(c, func(b Cancel) Directive {
+			if (b.InvocationID == "") == (b.ExecID == "") {
+				return Unknown{ID: c.ID, Kind: c.Kind, Reason: "cancel body names neither or both of invocation_id and exec_id"}
+			}
+			return CancelCommand{ID: c.ID, Body: b}
 		})
 	}
 	return Unknown{ID: c.ID, Kind: c.Kind, Reason: fmt.Sprintf("unknown command kind %q", c.Kind)}

@@ -65,7 +65,7 @@ func mapBody(kv ...any) msgp.Raw {
 }
 
 func TestDispatchUnknownKind(t *testing.T) {
-	for _, kind := range []string{"", "cancel", "Exec", "EXEC", "reset-backoff", "hibernate "} {
+	for _, kind := range []string{"", "Cancel", "Exec", "EXEC", "reset-backoff", "hibernate "} {
 		got := wire.Dispatch(wire.Command{ID: "c1", Kind: kind, Body: mapBody("exec_id", "x", "command", "true")})
 		u, ok := got.(wire.Unknown)
 		if !ok {
@@ -161,5 +161,22 @@ func TestDispatchNullOptionals(t *testing.T) {
 	got = wire.Dispatch(wire.Command{ID: "x", Kind: wire.KindExec, Body: mapBody("exec_id", nil, "command", "true")})
 	if _, ok := got.(wire.Unknown); !ok {
 		t.Errorf("exec with null exec_id: %#v, want Unknown", got)
+	}
+}
+
+// cancel (extension ExtCancel) names exactly one of a run and an exec.
+func TestDispatchCancel(t *testing.T) {
+	got := wire.Dispatch(wire.Command{ID: "k1", Kind: wire.KindCancel, Body: mapBody("invocation_id", "r1", "reason", "no longer needed")})
+	if c, ok := got.(wire.CancelCommand); !ok || c.Body.InvocationID != "r1" || c.Body.Reason != "no longer needed" {
+		t.Fatalf("%#v", got)
+	}
+	got = wire.Dispatch(wire.Command{ID: "k2", Kind: wire.KindCancel, Body: mapBody("exec_id", "x1", "reason", "")})
+	if c, ok := got.(wire.CancelCommand); !ok || c.Body.ExecID != "x1" {
+		t.Fatalf("%#v", got)
+	}
+	for _, body := range []msgp.Raw{mapBody("reason", "r"), mapBody("invocation_id", "r1", "exec_id", "x1", "reason", "r")} {
+		if u, ok := wire.Dispatch(wire.Command{ID: "k3", Kind: wire.KindCancel, Body: body}).(wire.Unknown); !ok || !strings.Contains(u.Reason, "neither or both") {
+			t.Errorf("%x: %#v", body, u)
+		}
 	}
 }

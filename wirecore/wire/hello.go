@@ -45,6 +45,10 @@ type HelloRequest struct {
 	// PublicKey is the raw 32-byte Ed25519 key, base64url without padding;
 	// absent from the wire when the daemon has no identity.
 	PublicKey *string `msg:"public_key,omitempty"`
+	// Extensions names the nymph extensions the daemon speaks (see
+	// extensions.go); absent when none, so a plain protocol "1" hello is
+	// unchanged.
+	Extensions []string `msg:"nymph_extensions,omitempty"`
 }
 
 // Capabilities is what a host can actually run.

@@ -684,6 +684,29 @@ func (z *HelloRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 					return
 				}
 			}
+		case "nymph_extensions":
+			var zb0004 uint32
+			zb0004, err = dc.ReadArrayHeader()
+			if err != nil {
+				err = msgp.WrapError(err, "Extensions")
+				return
+			}
+			if zb0004 > z836af648limitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if cap(z.Extensions) >= int(zb0004) {
+				z.Extensions = (z.Extensions)[:zb0004]
+			} else {
+				z.Extensions = make([]string, zb0004)
+			}
+			for za0003 := range z.Extensions {
+				z.Extensions[za0003], err = dc.ReadString()
+				if err != nil {
+					err = msgp.WrapError(err, "Extensions", za0003)
+					return
+				}
+			}
 		default:
 			err = dc.Skip()
 			if err != nil {
@@ -698,8 +721,8 @@ func (z *HelloRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 // EncodeMsg implements msgp.Encodable
 func (z *HelloRequest) EncodeMsg(en *msgp.Writer) (err error) {
 	// check for omitted fields
-	zb0001Len := uint32(7)
-	var zb0001Mask uint8 /* 7 bits */
+	zb0001Len := uint32(8)
+	var zb0001Mask uint8 /* 8 bits */
 	_ = zb0001Mask
 	if z.Lanes == nil {
 		zb0001Len--
@@ -708,6 +731,10 @@ func (z *HelloRequest) EncodeMsg(en *msgp.Writer) (err error) {
 	if z.PublicKey == nil {
 		zb0001Len--
 		zb0001Mask |= 0x40
+	}
+	if z.Extensions == nil {
+		zb0001Len--
+		zb0001Mask |= 0x80
 	}
 	// variable map header, size zb0001Len
 	err = en.Append(0x80 | uint8(zb0001Len))
@@ -812,6 +839,25 @@ func (z *HelloRequest) EncodeMsg(en *msgp.Writer) (err error) {
 				}
 			}
 		}
+		if (zb0001Mask & 0x80) == 0 { // if not omitted
+			// write "nymph_extensions"
+			err = en.Append(0xb0, 0x6e, 0x79, 0x6d, 0x70, 0x68, 0x5f, 0x65, 0x78, 0x74, 0x65, 0x6e, 0x73, 0x69, 0x6f, 0x6e, 0x73)
+			if err != nil {
+				return
+			}
+			err = en.WriteArrayHeader(uint32(len(z.Extensions)))
+			if err != nil {
+				err = msgp.WrapError(err, "Extensions")
+				return
+			}
+			for za0003 := range z.Extensions {
+				err = en.WriteString(z.Extensions[za0003])
+				if err != nil {
+					err = msgp.WrapError(err, "Extensions", za0003)
+					return
+				}
+			}
+		}
 	}
 	return
 }
@@ -820,8 +866,8 @@ func (z *HelloRequest) EncodeMsg(en *msgp.Writer) (err error) {
 func (z *HelloRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(7)
-	var zb0001Mask uint8 /* 7 bits */
+	zb0001Len := uint32(8)
+	var zb0001Mask uint8 /* 8 bits */
 	_ = zb0001Mask
 	if z.Lanes == nil {
 		zb0001Len--
@@ -830,6 +876,10 @@ func (z *HelloRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.PublicKey == nil {
 		zb0001Len--
 		zb0001Mask |= 0x40
+	}
+	if z.Extensions == nil {
+		zb0001Len--
+		zb0001Mask |= 0x80
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -877,6 +927,14 @@ func (z *HelloRequest) MarshalMsg(b []byte) (o []byte, err error) {
 				o = msgp.AppendNil(o)
 			} else {
 				o = msgp.AppendString(o, *z.PublicKey)
+			}
+		}
+		if (zb0001Mask & 0x80) == 0 { // if not omitted
+			// string "nymph_extensions"
+			o = append(o, 0xb0, 0x6e, 0x79, 0x6d, 0x70, 0x68, 0x5f, 0x65, 0x78, 0x74, 0x65, 0x6e, 0x73, 0x69, 0x6f, 0x6e, 0x73)
+			o = msgp.AppendArrayHeader(o, uint32(len(z.Extensions)))
+			for za0003 := range z.Extensions {
+				o = msgp.AppendString(o, z.Extensions[za0003])
 			}
 		}
 	}
@@ -997,6 +1055,29 @@ func (z *HelloRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					return
 				}
 			}
+		case "nymph_extensions":
+			var zb0004 uint32
+			zb0004, bts, err = msgp.ReadArrayHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Extensions")
+				return
+			}
+			if zb0004 > z836af648limitArrays {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if cap(z.Extensions) >= int(zb0004) {
+				z.Extensions = (z.Extensions)[:zb0004]
+			} else {
+				z.Extensions = make([]string, zb0004)
+			}
+			for za0003 := range z.Extensions {
+				z.Extensions[za0003], bts, err = reuseString(bts, z.Extensions[za0003])
+				if err != nil {
+					err = msgp.WrapError(err, "Extensions", za0003)
+					return
+				}
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -1024,6 +1105,10 @@ func (z *HelloRequest) Msgsize() (s int) {
 		s += msgp.NilSize
 	} else {
 		s += msgp.StringPrefixSize + len(*z.PublicKey)
+	}
+	s += 17 + msgp.ArrayHeaderSize
+	for za0003 := range z.Extensions {
+		s += msgp.StringPrefixSize + len(z.Extensions[za0003])
 	}
 	return
 }

@@ -24,6 +24,15 @@ type PollRequest struct {
 	Cursor              *string            `msg:"cursor"`
 	Invocations         []InvocationStatus `msg:"invocations"`
 	UpdatedCapabilities *Capabilities      `msg:"updated_capabilities,omitempty"`
+	// Draining (extension ExtDrain, sent only when the plane agreed to it)
+	// says the daemon has stopped taking work: the plane answers its
+	// parked poll at once and this one with no commands.
+	Draining bool `msg:"nymph_draining,omitempty"`
+	// Full (extension ExtCancel) says every permit is taken: the plane
+	// parks the poll as usual but hands it control commands only (a
+	// cancel above all), never an exec, a run or a setup. Without the
+	// extension a full daemon does not poll at all.
+	Full bool `msg:"nymph_full,omitempty"`
 }
 
 // InvocationStatus reports one locally tracked run. Daemons publish only

@@ -535,6 +535,12 @@ func (z *PollRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 					return
 				}
 			}
+		case "nymph_draining":
+			z.Draining, err = dc.ReadBool()
+			if err != nil {
+				err = msgp.WrapError(err, "Draining")
+				return
+			}
 		default:
 			err = dc.Skip()
 			if err != nil {
@@ -549,12 +555,16 @@ func (z *PollRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 // EncodeMsg implements msgp.Encodable
 func (z *PollRequest) EncodeMsg(en *msgp.Writer) (err error) {
 	// check for omitted fields
-	zb0001Len := uint32(6)
-	var zb0001Mask uint8 /* 6 bits */
+	zb0001Len := uint32(7)
+	var zb0001Mask uint8 /* 7 bits */
 	_ = zb0001Mask
 	if z.UpdatedCapabilities == nil {
 		zb0001Len--
 		zb0001Mask |= 0x20
+	}
+	if z.Draining == false {
+		zb0001Len--
+		zb0001Mask |= 0x40
 	}
 	// variable map header, size zb0001Len
 	err = en.Append(0x80 | uint8(zb0001Len))
@@ -647,6 +657,18 @@ func (z *PollRequest) EncodeMsg(en *msgp.Writer) (err error) {
 				}
 			}
 		}
+		if (zb0001Mask & 0x40) == 0 { // if not omitted
+			// write "nymph_draining"
+			err = en.Append(0xae, 0x6e, 0x79, 0x6d, 0x70, 0x68, 0x5f, 0x64, 0x72, 0x61, 0x69, 0x6e, 0x69, 0x6e, 0x67)
+			if err != nil {
+				return
+			}
+			err = en.WriteBool(z.Draining)
+			if err != nil {
+				err = msgp.WrapError(err, "Draining")
+				return
+			}
+		}
 	}
 	return
 }
@@ -655,12 +677,16 @@ func (z *PollRequest) EncodeMsg(en *msgp.Writer) (err error) {
 func (z *PollRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(6)
-	var zb0001Mask uint8 /* 6 bits */
+	zb0001Len := uint32(7)
+	var zb0001Mask uint8 /* 7 bits */
 	_ = zb0001Mask
 	if z.UpdatedCapabilities == nil {
 		zb0001Len--
 		zb0001Mask |= 0x20
+	}
+	if z.Draining == false {
+		zb0001Len--
+		zb0001Mask |= 0x40
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -709,6 +735,11 @@ func (z *PollRequest) MarshalMsg(b []byte) (o []byte, err error) {
 					return
 				}
 			}
+		}
+		if (zb0001Mask & 0x40) == 0 { // if not omitted
+			// string "nymph_draining"
+			o = append(o, 0xae, 0x6e, 0x79, 0x6d, 0x70, 0x68, 0x5f, 0x64, 0x72, 0x61, 0x69, 0x6e, 0x69, 0x6e, 0x67)
+			o = msgp.AppendBool(o, z.Draining)
 		}
 	}
 	return
@@ -811,6 +842,12 @@ func (z *PollRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					return
 				}
 			}
+		case "nymph_draining":
+			z.Draining, bts, err = msgp.ReadBoolBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Draining")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -841,6 +878,7 @@ func (z *PollRequest) Msgsize() (s int) {
 	} else {
 		s += z.UpdatedCapabilities.Msgsize()
 	}
+	s += 15 + msgp.BoolSize
 	return
 }
 
