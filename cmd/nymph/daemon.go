@@ -167,14 +167,19 @@ func daemonMain(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, log *
 	// the registry only finds the runner of the kind it names.
 	registry := runners.NewRegistry(runners.Config{Root: cfg.Runtime.Workdir, Entry: cfg.Runtime.Entry, Log: log}, offered...)
 
+	downloads, err := daemonDownloads(cfg, tr)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "nymph daemon: %v\n", err)
+		return 1
+	}
 	// Like the workdir, a cache that cannot be opened fails only the
 	// commands that need it, each with the reason.
 	var payloads daemonloop.PayloadFetcher
-	if payloads, err = payloadResolver(cfg, tr, log); err != nil {
+	if payloads, err = payloadResolver(cfg, tr, downloads, log); err != nil {
 		log.Warn("payloads cannot be resolved", "err", err)
 		payloads = unresolvable{err}
 	}
-	ota := startOTA(ctx, env, cfg, log)
+	ota := startOTA(ctx, env, cfg, downloads, log)
 	res := daemonloop.Run(ctx, daemonloop.Options{
 		Machine:     daemon.New(mcfg, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))),
 		Transport:   tr,
@@ -206,15 +211,11 @@ func daemonMain(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, log *
 	return res.Code
 }
 
-// payloadResolver opens the blob cache ([mounts]) and resolves payload
-// refs through tr, downloading from the URLs the plane presigns: directly,
-// or through tr too when tr is a relay's (fifo, spool), since a relayed
-// host reaches nothing but its relay.
-func payloadResolver(cfg daemonconfig.Config, tr transport.Transport, log *slog.Logger) (*payload.Resolver, error) {
-	cache, err := blobcache.Open(cfg.CacheDir(), cfg.Mounts.CacheMaxBytes, log)
-	if err != nil {
-		return nil, fmt.Errorf("[mounts] cache_dir: %w", err)
-	}
+// daemonDownloads fetches what the plane points the daemon at (payloads,
+// OTA binaries) with no credential: directly, or through tr when tr is a
+// relay's (fifo, spool), since a relayed host reaches nothing but its
+// relay.
+func daemonDownloads(cfg daemonconfig.Config, tr transport.Transport) (*httpclient.Downloads, error) {
 	downloads, err := httpclient.NewDownloads(cfg.Server.URL, cfg.Server.CAFile)
 	if err != nil {
 		return nil, err
@@ -222,6 +223,16 @@ func payloadResolver(cfg daemonconfig.Config, tr transport.Transport, log *slog.
 	switch cfg.Server.Transport {
 	case "fifo", "spool":
 		downloads.Through(tr)
+	}
+	return downloads, nil
+}
+
+// payloadResolver opens the blob cache ([mounts]) and resolves payload
+// refs: presigned through tr, fetched with downloads.
+func payloadResolver(cfg daemonconfig.Config, tr transport.Transport, downloads *httpclient.Downloads, log *slog.Logger) (*payload.Resolver, error) {
+	cache, err := blobcache.Open(cfg.CacheDir(), cfg.Mounts.CacheMaxBytes, log)
+	if err != nil {
+		return nil, fmt.Errorf("[mounts] cache_dir: %w", err)
 	}
 	return payload.New(payload.Options{Transport: tr, Downloads: downloads, Cache: cache, Log: log}), nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nymphd/nymph/hostio/daemonconfig"
 	"github.com/nymphd/nymph/hostio/daemonloop"
+	"github.com/nymphd/nymph/hostio/httpclient"
 	"github.com/nymphd/nymph/hostio/selfupdate"
 )
 
@@ -23,13 +24,13 @@ type daemonOTA struct {
 
 // startOTA builds the updater and, when env carries the update marker,
 // starts the probation. A daemon put back by a rollback says so.
-func startOTA(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, log *slog.Logger) daemonOTA {
+func startOTA(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, downloads *httpclient.Downloads, log *slog.Logger) daemonOTA {
 	var o daemonOTA
 	if v := env.getenv(selfupdate.RolledBackEnv); v != "" {
 		log.Error("update rolled back: the new binary did not complete a hello; running the previous binary",
 			"failed_version", v, "version", Version)
 	}
-	u, err := selfupdate.New(selfupdate.Options{Running: Version, ServerURL: cfg.Server.URL, CAFile: cfg.Server.CAFile, Log: log})
+	u, err := selfupdate.New(selfupdate.Options{Running: Version, ServerURL: cfg.Server.URL, CAFile: cfg.Server.CAFile, Downloads: downloads, Log: log})
 	if err != nil {
 		log.Warn("ota_update unavailable on this host", "err", err)
 	} else {

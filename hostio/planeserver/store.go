@@ -54,7 +54,7 @@ type Store interface {
 // BlobPathPrefix is where the server mounts BlobStore.Handler: every path
 // under it (prefix kept, not stripped) goes to the handler. Presigned URLs
 // must point under it.
-const BlobPathPrefix = "/v1/blobs/"
+const BlobPathPrefix = wire.BlobPathPrefix
 
 // ErrPresignInvalid marks a presign request the BlobStore refuses (unknown
 // op, bad namespace or key, size over wire.PayloadMax): the server answers

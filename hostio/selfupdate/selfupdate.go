@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,7 +16,6 @@ import (
 	"time"
 
 	"github.com/nymphd/nymph/hostio/httpclient"
-	"github.com/nymphd/nymph/hostio/tlsca"
 	"github.com/nymphd/nymph/wirecore/ulid"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
@@ -47,6 +45,10 @@ type Options struct {
 	ServerURL string
 	// CAFile verifies a url on ServerURL's origin; "" is the system's roots.
 	CAFile string
+	// Downloads, when set, fetches the binary instead of clients built
+	// from ServerURL and CAFile: a relayed daemon's goes through its relay
+	// (httpclient.Downloads.Through).
+	Downloads *httpclient.Downloads
 	// Executable is the binary to replace; "" is os.Executable with
 	// symlinks resolved.
 	Executable string
@@ -78,10 +80,14 @@ func New(opt Options) (*Updater, error) {
 	if opt.Running == "" {
 		return nil, errors.New("selfupdate: the running version is required")
 	}
-	downloads, err := httpclient.NewDownloads(opt.ServerURL, opt.CAFile)
-	if err != nil {
-		return nil, fmt.Errorf("selfupdate: %w", err)
+	downloads := opt.Downloads
+	if downloads == nil {
+		var err error
+		if downloads, err = httpclient.NewDownloads(opt.ServerURL, opt.CAFile); err != nil {
+			return nil, fmt.Errorf("selfupdate: %w", err)
+		}
 	}
+	var err error
 	if opt.Executable == "" {
 		if opt.Executable, err = Executable(); err != nil {
 			return nil, err
@@ -197,30 +203,22 @@ func (u *Updater) Fetch(ctx context.Context, up wire.OTAUpdate) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	client := u.downloads.Client(target)
 	ctx, cancel := context.WithTimeout(ctx, u.opt.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target.String(), nil)
+	body, length, err := u.downloads.Get(ctx, target.String(), nil, u.opt.MaxBytes)
 	if err != nil {
-		return "", fmt.Errorf("selfupdate: GET %s: %w", target.Redacted(), err)
+		return "", fmt.Errorf("selfupdate: %w", err)
 	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("selfupdate: GET %s: %w", target.Redacted(), tlsca.Explain(err))
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("selfupdate: GET %s: status %d", target.Redacted(), resp.StatusCode)
-	}
-	if resp.ContentLength > u.opt.MaxBytes {
-		return "", fmt.Errorf("selfupdate: GET %s: %d bytes, over the %d-byte limit", target.Redacted(), resp.ContentLength, u.opt.MaxBytes)
+	defer body.Close()
+	if length > u.opt.MaxBytes {
+		return "", fmt.Errorf("selfupdate: GET %s: %d bytes, over the %d-byte limit", target.Redacted(), length, u.opt.MaxBytes)
 	}
 	tmp := filepath.Join(filepath.Dir(u.opt.Executable), tempName(u.opt.Now()))
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return "", fmt.Errorf("selfupdate: create %s: %w", tmp, err)
 	}
-	sum, err := copyHashed(f, resp.Body, u.opt.MaxBytes)
+	sum, err := copyHashed(f, body, u.opt.MaxBytes)
 	if err == nil {
 		err = f.Sync()
 	}
