@@ -17,6 +17,7 @@ import (
 
 	"github.com/nymphd/nymph/internal/strictwire"
 	"github.com/nymphd/nymph/wirecore/operator"
+	"github.com/nymphd/nymph/wirecore/wire"
 )
 
 // docPeer is a host written from docs/protocol.md ("Enrolment", "Request
@@ -96,11 +97,37 @@ func TestAHostWrittenFromTheDocsJoinsSignsAndRotates(t *testing.T) {
 		t.Fatalf("enrolling hello: %d %+v", st, resp)
 	}
 	worker := *resp.WorkerID
+	// It announced no extension, so none comes back: its config map is
+	// the empty one protocol "1" always had.
+	if len(resp.Config) != 0 {
+		t.Fatalf("a peer that announced no extension got config %v", resp.Config)
+	}
 	poll := map[string]any{"worker_id": worker, "queue": "default", "timeout_s": 0, "cursor": nil, "invocations": []any{}}
 	if st, b := p.post(t, "/v1/daemon/poll", poll, nil, nil); st != 200 {
 		t.Fatalf("signed poll: %d %q", st, b)
 	} else {
 		strict[strictwire.PollResponse](t, "signed poll", b)
+	}
+
+	// Its running invocation cannot be cancelled: serve sends it no
+	// cancel command (a kind it would not know) and says why.
+	var inv operator.Invocation
+	if st := ts.admin("POST", operator.PathInvocations, operator.RunRequest{Queue: "default",
+		Function: wire.Function{Module: "m", Qualname: "f"}, RunConfig: wire.RunConfig{Runner: "process"}}, &inv); st != 200 {
+		t.Fatalf("run: %d", st)
+	}
+	if st, b := p.post(t, "/v1/daemon/poll", poll, nil, nil); st != 200 {
+		t.Fatalf("poll for the run: %d %q", st, b)
+	} else if got := strict[strictwire.PollResponse](t, "poll for the run", b); len(got.Commands) != 1 || got.Commands[0].Kind != wire.KindRun {
+		t.Fatalf("poll for the run: %+v", got)
+	}
+	if st := ts.admin("POST", strings.Replace(operator.PathKill, "{id}", inv.ID, 1), nil, nil); st != 409 {
+		t.Fatalf("kill of a running invocation on a plain protocol 1 peer: %d, want 409", st)
+	}
+	if st, b := p.post(t, "/v1/daemon/poll", poll, nil, nil); st != 200 {
+		t.Fatalf("poll after the kill: %d %q", st, b)
+	} else if got := strict[strictwire.PollResponse](t, "poll after the kill", b); len(got.Commands) != 0 {
+		t.Fatalf("a plain peer was sent %+v", got.Commands)
 	}
 
 	_, next, _ := ed25519.GenerateKey(nil)
