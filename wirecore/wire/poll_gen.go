@@ -541,6 +541,12 @@ func (z *PollRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 				err = msgp.WrapError(err, "Draining")
 				return
 			}
+		case "nymph_full":
+			z.Full, err = dc.ReadBool()
+			if err != nil {
+				err = msgp.WrapError(err, "Full")
+				return
+			}
 		default:
 			err = dc.Skip()
 			if err != nil {
@@ -555,8 +561,8 @@ func (z *PollRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 // EncodeMsg implements msgp.Encodable
 func (z *PollRequest) EncodeMsg(en *msgp.Writer) (err error) {
 	// check for omitted fields
-	zb0001Len := uint32(7)
-	var zb0001Mask uint8 /* 7 bits */
+	zb0001Len := uint32(8)
+	var zb0001Mask uint8 /* 8 bits */
 	_ = zb0001Mask
 	if z.UpdatedCapabilities == nil {
 		zb0001Len--
@@ -565,6 +571,10 @@ func (z *PollRequest) EncodeMsg(en *msgp.Writer) (err error) {
 	if z.Draining == false {
 		zb0001Len--
 		zb0001Mask |= 0x40
+	}
+	if z.Full == false {
+		zb0001Len--
+		zb0001Mask |= 0x80
 	}
 	// variable map header, size zb0001Len
 	err = en.Append(0x80 | uint8(zb0001Len))
@@ -669,6 +679,18 @@ func (z *PollRequest) EncodeMsg(en *msgp.Writer) (err error) {
 				return
 			}
 		}
+		if (zb0001Mask & 0x80) == 0 { // if not omitted
+			// write "nymph_full"
+			err = en.Append(0xaa, 0x6e, 0x79, 0x6d, 0x70, 0x68, 0x5f, 0x66, 0x75, 0x6c, 0x6c)
+			if err != nil {
+				return
+			}
+			err = en.WriteBool(z.Full)
+			if err != nil {
+				err = msgp.WrapError(err, "Full")
+				return
+			}
+		}
 	}
 	return
 }
@@ -677,8 +699,8 @@ func (z *PollRequest) EncodeMsg(en *msgp.Writer) (err error) {
 func (z *PollRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(7)
-	var zb0001Mask uint8 /* 7 bits */
+	zb0001Len := uint32(8)
+	var zb0001Mask uint8 /* 8 bits */
 	_ = zb0001Mask
 	if z.UpdatedCapabilities == nil {
 		zb0001Len--
@@ -687,6 +709,10 @@ func (z *PollRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.Draining == false {
 		zb0001Len--
 		zb0001Mask |= 0x40
+	}
+	if z.Full == false {
+		zb0001Len--
+		zb0001Mask |= 0x80
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -740,6 +766,11 @@ func (z *PollRequest) MarshalMsg(b []byte) (o []byte, err error) {
 			// string "nymph_draining"
 			o = append(o, 0xae, 0x6e, 0x79, 0x6d, 0x70, 0x68, 0x5f, 0x64, 0x72, 0x61, 0x69, 0x6e, 0x69, 0x6e, 0x67)
 			o = msgp.AppendBool(o, z.Draining)
+		}
+		if (zb0001Mask & 0x80) == 0 { // if not omitted
+			// string "nymph_full"
+			o = append(o, 0xaa, 0x6e, 0x79, 0x6d, 0x70, 0x68, 0x5f, 0x66, 0x75, 0x6c, 0x6c)
+			o = msgp.AppendBool(o, z.Full)
 		}
 	}
 	return
@@ -848,6 +879,12 @@ func (z *PollRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Draining")
 				return
 			}
+		case "nymph_full":
+			z.Full, bts, err = msgp.ReadBoolBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Full")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -878,7 +915,7 @@ func (z *PollRequest) Msgsize() (s int) {
 	} else {
 		s += z.UpdatedCapabilities.Msgsize()
 	}
-	s += 15 + msgp.BoolSize
+	s += 15 + msgp.BoolSize + 11 + msgp.BoolSize
 	return
 }
 

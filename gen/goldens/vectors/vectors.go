@@ -435,6 +435,15 @@ var runNullable = []string{
 	"run_config.docker", "run_config.docker.registry_auth",
 }
 
+// cancel is extension "cancel": one running run to stop.
+func cancel() *wire.Cancel {
+	return &wire.Cancel{InvocationID: "inv-04", Reason: "wrong input"}
+}
+
+func cancelFields() M {
+	return M{"invocation_id": "inv-04", "reason": "wrong input"}
+}
+
 // runPayloadRef is a run whose arguments were over the inline threshold:
 // args_blob is empty and payload_ref names them in the payload store.
 func runPayloadRef() *wire.Run {
@@ -806,6 +815,7 @@ func All() []Vector {
 		vec("command_exec_minimal", execMinimal(), execMinimalFields()),
 		vec("command_ota_update", otaUpdate(), otaUpdateFields()),
 		vec("command_run", run(), runFields(), runNullable...),
+		vec("command_cancel", cancel(), cancelFields()),
 		vec("command_run_payload_ref", runPayloadRef(), runPayloadRefFields(), "parent_invocation_id", "root_invocation_id",
 			"payload_ref.sha256", "payload_ref.content_type"),
 		vec("command_run_slurm", runSlurm(), runSlurmFields(), "run_config.slurm", "run_config.slurm.poll_interval_s",
