@@ -180,6 +180,10 @@ func daemonMain(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, log *
 		payloads = unresolvable{err}
 	}
 	ota := startOTA(ctx, env, cfg, downloads, log)
+	deliveryPath := filepath.Join(cfg.Runtime.Workdir, daemonloop.DeliveryFile)
+	if mcfg.Cursor, mcfg.Applied, err = daemonloop.LoadDelivery(deliveryPath); err != nil {
+		log.Warn("command cursor unreadable; starting from none", "err", err)
+	}
 	res := daemonloop.Run(ctx, daemonloop.Options{
 		Machine:     daemon.New(mcfg, rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))),
 		Transport:   tr,
@@ -199,6 +203,8 @@ func daemonMain(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, log *
 		Updater:    ota.updater,
 		FirstHello: ota.firstHello,
 		Payloads:   payloads,
+
+		DeliveryPath: deliveryPath,
 
 		// systemd's READY, STOPPING and watchdog, when it started the daemon.
 		Supervisor: newSupervisor(env.getenv, log),

@@ -113,6 +113,9 @@ type Options struct {
 	// which ExecOptions.DefaultWorkdir names.
 	Payloads   PayloadFetcher
 	PayloadDir string
+	// DeliveryPath is where PersistDelivery is written (DeliveryFile in
+	// the workdir); empty keeps nothing across a restart.
+	DeliveryPath string
 }
 
 // PayloadFetcher turns a payload_ref into a read-only local file
@@ -387,6 +390,8 @@ func (d *driver) do(eff daemon.Effect) {
 	case daemon.CancelInFlight:
 		d.log.Warn("cancelling in-flight work")
 		d.cancelWork()
+	case daemon.PersistDelivery:
+		d.persistDelivery(e)
 	case daemon.CancelWork:
 		d.cancelOne(e.ExecID + e.InvocationID)
 	case daemon.NotifyDraining:

@@ -74,6 +74,12 @@ type Config struct {
 	// hello (wire.KnownExtensions, or fewer); it uses one only when the
 	// plane's hello reply agreed to it. Empty: a plain protocol "1" hello.
 	Extensions []string
+	// Cursor and Applied are what PersistDelivery last wrote (extension
+	// wire.ExtCursor): the last command cursor applied and the ids of the
+	// commands applied most recently (at most MaxApplied), so a daemon
+	// that restarts neither loses nor repeats a command.
+	Cursor  uint64
+	Applied []string
 
 	Queue     string
 	WaitMaxS  float64 // [poll] wait_max_s, sent as timeout_s
@@ -420,6 +426,18 @@ type StartOTA struct {
 	Update    wire.OTAUpdate
 }
 
+// MaxApplied bounds the applied command ids the machine keeps: far more
+// than one poll reply can hand out again.
+const MaxApplied = 4096
+
+// PersistDelivery: keep Cursor and Applied (extension wire.ExtCursor) so
+// a restarted daemon starts from them (Config.Cursor, Config.Applied).
+// Nothing is fed back; a write that fails only weakens that promise.
+type PersistDelivery struct {
+	Cursor  uint64
+	Applied []string
+}
+
 // CancelWork: stop the one exec (ExecID) or run (InvocationID) a cancel
 // command named, as CancelInFlight stops all of them; its end is fed
 // back as usual, and the machine reports it killed with the reason.
@@ -481,6 +499,7 @@ func (RefreshCapabilities) isEffect() {}
 func (StartOTA) isEffect()            {}
 func (ApplyOTA) isEffect()            {}
 func (CancelWork) isEffect()          {}
+func (PersistDelivery) isEffect()     {}
 func (NotifyDraining) isEffect()      {}
 func (DiscardOTA) isEffect()          {}
 func (RotateKey) isEffect()           {}

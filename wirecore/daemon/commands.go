@@ -13,9 +13,23 @@ import (
 
 // runCommands handles one poll response's commands in array order. A
 // hibernate returns from the loop: the commands after it are discarded.
-func (m *Machine) runCommands(now time.Time, cmds []wire.Command) {
+//
+// Under a cursor (wire.ExtCursor) a command whose id was applied already
+// (handed out again: the plane had not seen this daemon's cursor reach
+// it) is skipped, so nothing runs twice. It reports whether every command
+// was handled, none discarded.
+func (m *Machine) runCommands(now time.Time, cmds []wire.Command) (all bool) {
+	dedupe := m.uses(wire.ExtCursor)
 	for i, c := range cmds {
 		m.counters.Commands++
+		if dedupe {
+			if m.applied.has(c.ID) {
+				m.log(slog.LevelDebug, "command applied already; skipped", slog.String("command_id", c.ID), slog.String("kind", c.Kind))
+				continue
+			}
+			m.applied.add(c.ID)
+			m.appliedDirty = true
+		}
 		d := wire.Dispatch(c)
 		if h, ok := d.(wire.HibernateCommand); ok {
 			if rest := len(cmds) - i - 1; rest > 0 {
@@ -24,11 +38,13 @@ func (m *Machine) runCommands(now time.Time, cmds []wire.Command) {
 					slog.String("command_id", h.ID), slog.Int("discarded", rest))
 			}
 			m.hibernate(now, h)
-			return
+			return i == len(cmds)-1
 		}
 		m.runCommand(now, d)
 	}
+	return true
 }
+
 
 func (m *Machine) runCommand(now time.Time, d wire.Directive) {
 	switch c := d.(type) {

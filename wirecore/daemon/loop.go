@@ -52,7 +52,17 @@ func (m *Machine) helloRequest() wire.HelloRequest {
 		Versions:     v,
 		PublicKey:    m.cfg.PublicKey,
 		Extensions:   m.cfg.Extensions,
+		Cursor:       m.helloCursor(),
 	}
+}
+
+// helloCursor is the cursor a hello names: the last one applied, when the
+// daemon announces the cursor extension and has applied any.
+func (m *Machine) helloCursor() *string {
+	if m.cursor == 0 || !slices.Contains(m.cfg.Extensions, wire.ExtCursor) {
+		return nil
+	}
+	return wire.FormatCursor(m.cursor)
 }
 
 // pollRequest is a poll of this worker, waiting at most waitS, reporting
@@ -64,6 +74,9 @@ func (m *Machine) pollRequest(waitS float64) wire.PollRequest {
 		TimeoutS:    wire.Float(waitS),
 		Invocations: make([]wire.InvocationStatus, 0, len(m.runs)),
 	}
+	if m.uses(wire.ExtCursor) {
+		req.Cursor = wire.FormatCursor(m.cursor)
+	}
 	for _, r := range m.runs {
 		req.Invocations = append(req.Invocations, wire.InvocationStatus{
 			InvocationID: r.id,
@@ -72,6 +85,24 @@ func (m *Machine) pollRequest(waitS float64) wire.PollRequest {
 		})
 	}
 	return req
+}
+
+// advanceCursor takes a reply's cursor once its commands are applied (a
+// reply a hibernate cut short is not: the plane hands the rest out
+// again), and has the driver keep it and the applied ids across a
+// restart.
+func (m *Machine) advanceCursor(cursor *string, all bool) {
+	if !m.uses(wire.ExtCursor) {
+		return
+	}
+	if n := wire.ParseCursor(cursor); all && n > m.cursor {
+		m.cursor = n
+		m.appliedDirty = true
+	}
+	if m.appliedDirty {
+		m.appliedDirty = false
+		m.emit(PersistDelivery{Cursor: m.cursor, Applied: m.applied.list()})
+	}
 }
 
 // uses reports whether the plane agreed to extension ext.
@@ -221,7 +252,8 @@ func (m *Machine) onPoll(now time.Time, e PollResult) {
 	if len(e.Response.Commands) > 0 {
 		m.stopIdle()
 	}
-	m.runCommands(now, e.Response.Commands)
+	all := m.runCommands(now, e.Response.Commands)
+	m.advanceCursor(e.Response.Cursor, all)
 	if !current {
 		return
 	}

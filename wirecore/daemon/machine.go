@@ -58,6 +58,12 @@ type Machine struct {
 
 	// agreed are the extensions the plane's last hello reply agreed to.
 	agreed []string
+	// cursor is the last command cursor applied; applied the ids of the
+	// commands applied most recently (extension wire.ExtCursor), and
+	// appliedDirty says they changed since PersistDelivery.
+	cursor       uint64
+	applied      idRing
+	appliedDirty bool
 	// cancelReasons are the reasons of cancels sent to running work, by
 	// exec or invocation id, until its end is reported.
 	cancelReasons map[string]string
@@ -125,11 +131,15 @@ func New(cfg Config, rnd Rand) *Machine {
 	cfg.Tags = slices.Clone(cfg.Tags)
 	cfg.Lanes = slices.Clone(cfg.Lanes)
 	cfg.Runners = slices.Clone(cfg.Runners)
+	applied := newIDRing(cfg.Applied)
+	cfg.Applied = nil // kept in the machine's ring
 	return &Machine{
 		cfg:     cfg,
 		rnd:     rnd,
 		state:   StateBooting,
 		backoff: newBackoff(cfg.RetryMinS, cfg.RetryMaxS),
+		cursor:  cfg.Cursor,
+		applied: applied,
 	}
 }
 

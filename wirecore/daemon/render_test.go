@@ -20,6 +20,9 @@ func render(e Effect, now time.Time) string {
 		if len(r.Extensions) > 0 {
 			line += " extensions=" + list(r.Extensions)
 		}
+		if r.Cursor != nil {
+			line += " cursor=" + *r.Cursor
+		}
 		return line
 	case SendPoll:
 		r := e.Request
@@ -82,6 +85,8 @@ func render(e Effect, now time.Time) string {
 		return "refresh-capabilities cmd=" + e.CommandID
 	case StartOTA:
 		return fmt.Sprintf("start-ota cmd=%s version=%s sha256=%s", e.CommandID, e.Update.Version, e.Update.SHA256)
+	case PersistDelivery:
+		return fmt.Sprintf("persist-delivery cursor=%d applied=%s", e.Cursor, list(e.Applied))
 	case CancelWork:
 		return fmt.Sprintf("cancel-work exec_id=%s invocation_id=%s", e.ExecID, e.InvocationID)
 	case NotifyDraining:

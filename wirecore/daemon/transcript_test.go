@@ -211,6 +211,8 @@ func (h *harness) configFields() map[string]any {
 		"lanes":             &c.Lanes,
 		"runners":           &c.Runners,
 		"extensions":        &c.Extensions,
+		"cursor":            &c.Cursor,
+		"applied":           &c.Applied,
 	}
 }
 
@@ -248,7 +250,11 @@ func (h *harness) poll(t *testing.T, d *datadriven.TestData) Event {
 			return PollResult{Seq: seq, Status: status, Body: body, Err: err}
 		})
 	}
-	return PollResult{Seq: seq, Status: 200, Response: &wire.PollResponse{Commands: pollCommands(t, d, h.now)}}
+	resp := &wire.PollResponse{Commands: pollCommands(t, d, h.now)}
+	if c, ok := str(d, "cursor"); ok {
+		resp.Cursor = &c
+	}
+	return PollResult{Seq: seq, Status: 200, Response: resp}
 }
 
 // failure builds a failed hello/poll result from `status=N body=… err=…`,

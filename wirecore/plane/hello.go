@@ -2,6 +2,7 @@ package plane
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -173,13 +174,40 @@ func settleUpdate(u *UpdateRecord, running string, now time.Time) {
 	}
 }
 
+// unapplied settles the commands a restarted daemon was handed under a
+// cursor (wire.ExtCursor): those its hello's cursor reaches are
+// forgotten, and the others it never applied, so their runs and execs are
+// not lost with the restart — its next poll gets them again. It returns
+// their invocation and exec ids. A daemon that no longer agrees to the
+// cursor has them forgotten, as without one.
+func (p *Plane) unapplied(w *worker, h *wire.HelloRequest) map[string]bool {
+	if len(w.unconfirmed) == 0 {
+		return nil
+	}
+	if !w.uses(wire.ExtCursor) || !slices.Contains(wire.AgreedExtensions(h.Extensions), wire.ExtCursor) {
+		p.confirm(w, math.MaxUint64)
+		return nil
+	}
+	p.confirm(w, wire.ParseCursor(h.Cursor))
+	keep := map[string]bool{}
+	for _, c := range w.unconfirmed {
+		if c.ExecID != "" {
+			keep[c.ExecID] = true
+		}
+		if c.InvocationID != "" {
+			keep[c.InvocationID] = true
+		}
+	}
+	return keep
+}
+
 // admit creates the worker of a machine_id, or refreshes the one it has:
 // a daemon that restarts keeps its worker id, its queued commands and its
 // setup FIFO. en, when set, is the key the hello enrolled.
 func (p *Plane) admit(now time.Time, h *wire.HelloRequest, en *enrolment) *worker {
 	w := p.workers[p.byMachine[h.MachineID]]
 	if w != nil {
-		p.forgetInFlight(w, now)
+		p.forgetInFlight(w, now, p.unapplied(w, h))
 	}
 	if w == nil {
 		id := p.newWorkerID(now)
@@ -257,15 +285,17 @@ const ExitWorkerRestarted = wire.ExitSpawnFailed
 // one's runs or execs (a daemon that drains acks everything before it
 // exits, so this only catches crashes). A run is failed as WorkerLost and
 // an exec gets a result with exit code -1, so nobody waits forever.
-func (p *Plane) forgetInFlight(w *worker, now time.Time) {
+func (p *Plane) forgetInFlight(w *worker, now time.Time, keep map[string]bool) {
 	for _, id := range p.runningIDs() {
-		if inv := p.invocations[id]; inv.WorkerID == w.ID() {
+		if inv := p.invocations[id]; inv.WorkerID == w.ID() && !keep[id] {
 			p.failLost(inv, now, fmt.Sprintf("worker %s restarted before the invocation finished", w.ID()))
 		}
 	}
 	ids := make([]string, 0, len(w.openExecs))
 	for id := range w.openExecs {
-		ids = append(ids, id)
+		if !keep[id] {
+			ids = append(ids, id)
+		}
 	}
 	slices.Sort(ids)
 	for _, id := range ids {

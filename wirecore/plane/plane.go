@@ -149,6 +149,10 @@ type worker struct {
 	// them back.
 	lastReply RequestID
 	lastSent  []CommandRecord
+	// unconfirmed are the commands handed out under a cursor
+	// (wire.ExtCursor) that the daemon's cursor has not reached, oldest
+	// first: a poll with a lower cursor gets them again.
+	unconfirmed []CommandRecord
 	// openExecs are the worker's delivered execs without a result.
 	openExecs map[string]struct{}
 	// pub and prevPub are rec.PublicKey and rec.PrevPublicKey decoded.
@@ -235,8 +239,15 @@ func Restore(cfg Config, snap Snapshot, now time.Time) (*Plane, error) {
 		if w == nil {
 			return nil, fmt.Errorf("plane: restore: command %s names unknown worker %s", c.ID, c.WorkerID)
 		}
-		w.pending = append(w.pending, c)
+		if c.Cursor > 0 {
+			w.unconfirmed = append(w.unconfirmed, c)
+		} else {
+			w.pending = append(w.pending, c)
+		}
 		p.seq = max(p.seq, c.Seq)
+	}
+	for _, w := range p.workers {
+		slices.SortFunc(w.unconfirmed, func(a, b CommandRecord) int { return cmp.Compare(a.Cursor, b.Cursor) })
 	}
 	invs := slices.Clone(snap.Invocations)
 	slices.SortFunc(invs, func(a, b InvocationRecord) int { return cmp.Compare(a.Seq, b.Seq) })
@@ -272,6 +283,7 @@ func (p *Plane) Snapshot() Snapshot {
 		w := p.workers[id]
 		s.Workers = append(s.Workers, cloneWorker(w.rec))
 		s.Commands = append(s.Commands, w.pending...)
+		s.Commands = append(s.Commands, w.unconfirmed...)
 	}
 	for _, id := range p.invOrder {
 		if inv := p.invocations[id]; inv != nil {

@@ -39,6 +39,11 @@ func (p *Plane) onPoll(now time.Time, e Poll) {
 	if c := e.Body.UpdatedCapabilities; c != nil {
 		p.mergeCapabilities(w, c)
 	}
+	var again []CommandRecord
+	if w.uses(wire.ExtCursor) {
+		p.confirm(w, wire.ParseCursor(e.Body.Cursor))
+		again = p.redeliverable(w)
+	}
 	if e.Body.Draining && w.uses(wire.ExtDrain) {
 		// A draining daemon takes nothing more: its parked poll was
 		// answered above, and this one is answered empty at once.
@@ -50,7 +55,7 @@ func (p *Plane) onPoll(now time.Time, e Poll) {
 		queue = DefaultQueue
 	}
 	full := e.Body.Full && w.uses(wire.ExtCancel)
-	cmds := p.takeCommands(w, queue, full, now)
+	cmds := append(again, p.takeCommands(w, queue, full, now)...)
 	wait := p.pollWait(float64(e.Body.TimeoutS))
 	if len(cmds) > 0 || wait <= 0 {
 		p.replyPoll(e.Req, w, cmds)
@@ -153,8 +158,7 @@ func (p *Plane) takeCommands(w *worker, queue string, full bool, now time.Time) 
 			kept = append(kept, c)
 			continue
 		}
-		out = append(out, c)
-		p.delivered(w, c, now)
+		out = append(out, p.delivered(w, c, now))
 		hibernate = hibernate || c.Kind == wire.KindHibernate
 	}
 	clear(w.pending[len(kept):])
@@ -163,14 +167,85 @@ func (p *Plane) takeCommands(w *worker, queue string, full bool, now time.Time) 
 		return out
 	}
 	if run, ok := p.takeRun(w, queue, now); ok {
+		if w.uses(wire.ExtCursor) {
+			run = p.number(w, run)
+		}
 		out = append(out, run)
 	}
 	return out
 }
 
-// delivered records that command c left for w.
-func (p *Plane) delivered(w *worker, c CommandRecord, now time.Time) {
-	p.deleteCommand(c.ID)
+// delivered records that command c left for w, and returns it as it
+// went: numbered and kept until confirmed under a cursor
+// (wire.ExtCursor), else forgotten.
+func (p *Plane) delivered(w *worker, c CommandRecord, now time.Time) CommandRecord {
+	if w.uses(wire.ExtCursor) {
+		c = p.number(w, c)
+	} else {
+		p.deleteCommand(c.ID)
+	}
+	p.deliveredEffects(w, c, now)
+	return c
+}
+
+// number gives c the worker's next cursor and keeps it, durably, until
+// the daemon's cursor reaches it.
+func (p *Plane) number(w *worker, c CommandRecord) CommandRecord {
+	w.rec.Cursor++
+	c.Cursor = w.rec.Cursor
+	w.unconfirmed = append(w.unconfirmed, c)
+	p.putCommand(c)
+	p.putWorker(w)
+	return c
+}
+
+// confirm forgets the commands the daemon's cursor has reached: it
+// applied them.
+func (p *Plane) confirm(w *worker, cursor uint64) {
+	n := 0
+	for _, c := range w.unconfirmed {
+		if c.Cursor <= cursor {
+			p.deleteCommand(c.ID)
+			continue
+		}
+		w.unconfirmed[n] = c
+		n++
+	}
+	clear(w.unconfirmed[n:])
+	w.unconfirmed = w.unconfirmed[:n]
+}
+
+// redeliverable is what the daemon has not confirmed, to hand out again
+// (it skips an id it applied already): those still worth running — an
+// exec not finished, a run still running there under the same command.
+func (p *Plane) redeliverable(w *worker) []CommandRecord {
+	var out []CommandRecord
+	n := 0
+	for _, c := range w.unconfirmed {
+		stale := false
+		switch c.Kind {
+		case wire.KindExec:
+			ex := p.execs[c.ExecID]
+			stale = ex == nil || ex.State == ExecFinished
+		case wire.KindRun:
+			inv := p.invocations[c.InvocationID]
+			stale = inv == nil || inv.State != InvocationRunning || inv.CommandID != c.ID
+		}
+		if stale {
+			p.deleteCommand(c.ID)
+			continue
+		}
+		w.unconfirmed[n] = c
+		n++
+		out = append(out, c)
+	}
+	clear(w.unconfirmed[n:])
+	w.unconfirmed = w.unconfirmed[:n]
+	return out
+}
+
+// deliveredEffects updates what a delivered command stands for.
+func (p *Plane) deliveredEffects(w *worker, c CommandRecord, now time.Time) {
 	switch c.Kind {
 	case wire.KindExec:
 		if ex := p.execs[c.ExecID]; ex != nil && ex.State == ExecQueued {
@@ -287,7 +362,15 @@ func (p *Plane) replyPoll(req RequestID, w *worker, cmds []CommandRecord) {
 	if len(cmds) > 0 {
 		w.lastReply, w.lastSent = req, cmds
 	}
-	p.reply(req, StatusOK, wire.PollResponse{Commands: out, TargetNymphVersion: p.targetVersion(w)})
+	resp := wire.PollResponse{Commands: out, TargetNymphVersion: p.targetVersion(w)}
+	if len(cmds) > 0 && w.uses(wire.ExtCursor) {
+		var last uint64
+		for _, c := range cmds {
+			last = max(last, c.Cursor)
+		}
+		resp.Cursor = wire.FormatCursor(last)
+	}
+	p.reply(req, StatusOK, resp)
 }
 
 // targetVersion is the version w should run, when it does not run it.
@@ -433,6 +516,12 @@ func (p *Plane) onUndelivered(now time.Time, e Undelivered) {
 	}
 	if w == nil {
 		return // a later reply went out since; too late to take this one back
+	}
+	if w.uses(wire.ExtCursor) {
+		// Its cursor never reached them: its next poll gets them again.
+		w.lastSent, w.lastReply = nil, 0
+		p.wakeWorker(w, now)
+		return
 	}
 	sent := w.lastSent
 	w.lastSent, w.lastReply = nil, 0

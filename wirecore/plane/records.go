@@ -81,6 +81,9 @@ type WorkerRecord struct {
 	// TargetVersion is sent as target_nymph_version until the worker's
 	// versions.daemon equals it.
 	TargetVersion string `json:"target_version,omitempty"`
+	// Cursor is the last command cursor handed to the worker (extension
+	// wire.ExtCursor), monotonically increasing.
+	Cursor uint64 `json:"cursor,omitempty"`
 	// Extensions are the nymph extensions agreed with the worker's daemon
 	// at its last hello (wire.AgreedExtensions of what it announced).
 	Extensions []string `json:"extensions,omitempty"`
@@ -162,11 +165,15 @@ type CommandRecord struct {
 	// ExecID is set for an exec command.
 	ExecID string `json:"exec_id,omitempty"`
 	// InvocationID is set for a run command. Run commands exist only
-	// between delivery and the host's word that the reply went out; they
-	// are never in a Batch.
+	// between delivery and the host's word that the reply went out, and
+	// are in a Batch only while a cursor keeps them (wire.ExtCursor).
 	InvocationID string `json:"invocation_id,omitempty"`
 	// Refresh is a setup's refresh_capabilities.
 	Refresh bool `json:"refresh,omitempty"`
+	// Cursor is the number a poll reply gave the command (extension
+	// wire.ExtCursor): set, the command was handed out and is kept until
+	// its daemon's cursor reaches it; 0, it waits for delivery.
+	Cursor uint64 `json:"cursor,omitempty"`
 }
 
 // InvocationRecord is one run, queued on a queue name until a poll whose

@@ -235,6 +235,9 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 			body.UpdatedCapabilities = &wire.Capabilities{Runners: list(d, "caps"), MaxInvocations: 4}
 		}
 		body.Draining = d.HasArg("draining")
+		if c := str(d, "cursor"); c != "" {
+			body.Cursor = &c
+		}
 		ev = plane.Poll{Req: req(t, d), Body: body, Auth: h.auth(t, d, wire.PathPoll, marshal(&body))}
 	case "deadline":
 		ev = plane.PollDeadline{Req: req(t, d)}
@@ -383,6 +386,9 @@ func helloBody(d *datadriven.TestData, pub string) []byte {
 	if str(d, "ext") != "" {
 		m["nymph_extensions"] = strs("ext")
 	}
+	if c := str(d, "cursor"); c != "" {
+		m["nymph_cursor"] = c
+	}
 	if o := str(d, "omit"); o != "" {
 		parent, child, nested := strings.Cut(o, ".")
 		if nested {
@@ -512,6 +518,9 @@ func (h *harness) showBody(body any) []string {
 		s := fmt.Sprintf("poll %d commands", len(b.Commands))
 		if b.TargetNymphVersion != nil {
 			s += " target=" + *b.TargetNymphVersion
+		}
+		if b.Cursor != nil {
+			s += " cursor=" + *b.Cursor
 		}
 		out := []string{s}
 		for _, c := range b.Commands {

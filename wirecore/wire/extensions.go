@@ -2,6 +2,7 @@ package wire
 
 import (
 	"slices"
+	"strconv"
 
 	"github.com/tinylib/msgp/msgp"
 )
@@ -21,10 +22,17 @@ const (
 	// (PollRequest.Draining), and the plane answers its parked poll at
 	// once, with no commands.
 	ExtDrain = "drain"
+	// ExtCursor: at-most-once delivery. The plane numbers every command it
+	// hands a worker (PollResponse.Cursor, the last number of the reply),
+	// the daemon sends the last number it applied (PollRequest.Cursor,
+	// HelloRequest.Cursor), and the plane forgets what is at or below it
+	// and hands out again what is past it; the daemon skips a command id
+	// it has applied already.
+	ExtCursor = "cursor"
 )
 
 // KnownExtensions are the extensions this build speaks, in a fixed order.
-var KnownExtensions = [...]string{ExtCancel, ExtDrain}
+var KnownExtensions = [...]string{ExtCancel, ExtDrain, ExtCursor}
 
 // ConfigExtensions is the key of the hello reply's config map that lists
 // the extensions the plane agreed to, as an array of strings.
@@ -78,4 +86,23 @@ func ConfigExtensionsOf(config map[string]msgp.Raw) []string {
 		named = append(named, s)
 	}
 	return AgreedExtensions(named)
+}
+
+// FormatCursor is a cursor as the wire carries it: decimal digits.
+func FormatCursor(n uint64) *string {
+	s := strconv.FormatUint(n, 10)
+	return &s
+}
+
+// ParseCursor reads a cursor; nil, empty or anything but decimal digits
+// (a plane's own opaque cursor) is 0, "nothing applied".
+func ParseCursor(s *string) uint64 {
+	if s == nil {
+		return 0
+	}
+	n, err := strconv.ParseUint(*s, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
 }

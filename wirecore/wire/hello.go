@@ -49,6 +49,10 @@ type HelloRequest struct {
 	// extensions.go); absent when none, so a plain protocol "1" hello is
 	// unchanged.
 	Extensions []string `msg:"nymph_extensions,omitempty"`
+	// Cursor (extension ExtCursor) is the last command cursor the daemon
+	// applied before this hello, kept across its restarts; absent when it
+	// has applied none.
+	Cursor *string `msg:"nymph_cursor,omitempty"`
 }
 
 // Capabilities is what a host can actually run.

@@ -707,6 +707,24 @@ func (z *HelloRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 					return
 				}
 			}
+		case "nymph_cursor":
+			if dc.IsNil() {
+				err = dc.ReadNil()
+				if err != nil {
+					err = msgp.WrapError(err, "Cursor")
+					return
+				}
+				z.Cursor = nil
+			} else {
+				if z.Cursor == nil {
+					z.Cursor = new(string)
+				}
+				*z.Cursor, err = dc.ReadString()
+				if err != nil {
+					err = msgp.WrapError(err, "Cursor")
+					return
+				}
+			}
 		default:
 			err = dc.Skip()
 			if err != nil {
@@ -721,8 +739,8 @@ func (z *HelloRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 // EncodeMsg implements msgp.Encodable
 func (z *HelloRequest) EncodeMsg(en *msgp.Writer) (err error) {
 	// check for omitted fields
-	zb0001Len := uint32(8)
-	var zb0001Mask uint8 /* 8 bits */
+	zb0001Len := uint32(9)
+	var zb0001Mask uint16 /* 9 bits */
 	_ = zb0001Mask
 	if z.Lanes == nil {
 		zb0001Len--
@@ -735,6 +753,10 @@ func (z *HelloRequest) EncodeMsg(en *msgp.Writer) (err error) {
 	if z.Extensions == nil {
 		zb0001Len--
 		zb0001Mask |= 0x80
+	}
+	if z.Cursor == nil {
+		zb0001Len--
+		zb0001Mask |= 0x100
 	}
 	// variable map header, size zb0001Len
 	err = en.Append(0x80 | uint8(zb0001Len))
@@ -858,6 +880,25 @@ func (z *HelloRequest) EncodeMsg(en *msgp.Writer) (err error) {
 				}
 			}
 		}
+		if (zb0001Mask & 0x100) == 0 { // if not omitted
+			// write "nymph_cursor"
+			err = en.Append(0xac, 0x6e, 0x79, 0x6d, 0x70, 0x68, 0x5f, 0x63, 0x75, 0x72, 0x73, 0x6f, 0x72)
+			if err != nil {
+				return
+			}
+			if z.Cursor == nil {
+				err = en.WriteNil()
+				if err != nil {
+					return
+				}
+			} else {
+				err = en.WriteString(*z.Cursor)
+				if err != nil {
+					err = msgp.WrapError(err, "Cursor")
+					return
+				}
+			}
+		}
 	}
 	return
 }
@@ -866,8 +907,8 @@ func (z *HelloRequest) EncodeMsg(en *msgp.Writer) (err error) {
 func (z *HelloRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(8)
-	var zb0001Mask uint8 /* 8 bits */
+	zb0001Len := uint32(9)
+	var zb0001Mask uint16 /* 9 bits */
 	_ = zb0001Mask
 	if z.Lanes == nil {
 		zb0001Len--
@@ -880,6 +921,10 @@ func (z *HelloRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.Extensions == nil {
 		zb0001Len--
 		zb0001Mask |= 0x80
+	}
+	if z.Cursor == nil {
+		zb0001Len--
+		zb0001Mask |= 0x100
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -935,6 +980,15 @@ func (z *HelloRequest) MarshalMsg(b []byte) (o []byte, err error) {
 			o = msgp.AppendArrayHeader(o, uint32(len(z.Extensions)))
 			for za0003 := range z.Extensions {
 				o = msgp.AppendString(o, z.Extensions[za0003])
+			}
+		}
+		if (zb0001Mask & 0x100) == 0 { // if not omitted
+			// string "nymph_cursor"
+			o = append(o, 0xac, 0x6e, 0x79, 0x6d, 0x70, 0x68, 0x5f, 0x63, 0x75, 0x72, 0x73, 0x6f, 0x72)
+			if z.Cursor == nil {
+				o = msgp.AppendNil(o)
+			} else {
+				o = msgp.AppendString(o, *z.Cursor)
 			}
 		}
 	}
@@ -1078,6 +1132,23 @@ func (z *HelloRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					return
 				}
 			}
+		case "nymph_cursor":
+			if msgp.IsNil(bts) {
+				bts, err = msgp.ReadNilBytes(bts)
+				if err != nil {
+					return
+				}
+				z.Cursor = nil
+			} else {
+				if z.Cursor == nil {
+					z.Cursor = new(string)
+				}
+				*z.Cursor, bts, err = reuseString(bts, *z.Cursor)
+				if err != nil {
+					err = msgp.WrapError(err, "Cursor")
+					return
+				}
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -1109,6 +1180,12 @@ func (z *HelloRequest) Msgsize() (s int) {
 	s += 17 + msgp.ArrayHeaderSize
 	for za0003 := range z.Extensions {
 		s += msgp.StringPrefixSize + len(z.Extensions[za0003])
+	}
+	s += 13
+	if z.Cursor == nil {
+		s += msgp.NilSize
+	} else {
+		s += msgp.StringPrefixSize + len(*z.Cursor)
 	}
 	return
 }

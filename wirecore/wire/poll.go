@@ -20,7 +20,8 @@ type PollRequest struct {
 	// Queue passes a trailing "*" through: the control plane reads it as a prefix.
 	Queue    string `msg:"queue"`
 	TimeoutS Float  `msg:"timeout_s"`
-	// Cursor is always sent as null: cursor tracking is not part of protocol "1".
+	// Cursor is null in protocol "1". With extension ExtCursor agreed it
+	// is the last command cursor the daemon applied (FormatCursor).
 	Cursor              *string            `msg:"cursor"`
 	Invocations         []InvocationStatus `msg:"invocations"`
 	UpdatedCapabilities *Capabilities      `msg:"updated_capabilities,omitempty"`
@@ -49,6 +50,9 @@ type InvocationStatus struct {
 type PollResponse struct {
 	Commands           []Command `msg:"commands"`
 	TargetNymphVersion *string   `msg:"target_nymph_version"`
+	// Cursor (extension ExtCursor) numbers the last command of this
+	// reply; absent when the reply has none or the extension is off.
+	Cursor *string `msg:"nymph_cursor,omitempty"`
 }
 
 // Command is one poll command; Body stays raw until Dispatch decodes it by Kind.

@@ -1021,6 +1021,24 @@ func (z *PollResponse) DecodeMsg(dc *msgp.Reader) (err error) {
 					return
 				}
 			}
+		case "nymph_cursor":
+			if dc.IsNil() {
+				err = dc.ReadNil()
+				if err != nil {
+					err = msgp.WrapError(err, "Cursor")
+					return
+				}
+				z.Cursor = nil
+			} else {
+				if z.Cursor == nil {
+					z.Cursor = new(string)
+				}
+				*z.Cursor, err = dc.ReadString()
+				if err != nil {
+					err = msgp.WrapError(err, "Cursor")
+					return
+				}
+			}
 		default:
 			err = dc.Skip()
 			if err != nil {
@@ -1034,65 +1052,100 @@ func (z *PollResponse) DecodeMsg(dc *msgp.Reader) (err error) {
 
 // EncodeMsg implements msgp.Encodable
 func (z *PollResponse) EncodeMsg(en *msgp.Writer) (err error) {
-	// map header, size 2
-	// write "commands"
-	err = en.Append(0x82, 0xa8, 0x63, 0x6f, 0x6d, 0x6d, 0x61, 0x6e, 0x64, 0x73)
+	// check for omitted fields
+	zb0001Len := uint32(3)
+	var zb0001Mask uint8 /* 3 bits */
+	_ = zb0001Mask
+	if z.Cursor == nil {
+		zb0001Len--
+		zb0001Mask |= 0x4
+	}
+	// variable map header, size zb0001Len
+	err = en.Append(0x80 | uint8(zb0001Len))
 	if err != nil {
 		return
 	}
-	err = en.WriteArrayHeader(uint32(len(z.Commands)))
-	if err != nil {
-		err = msgp.WrapError(err, "Commands")
-		return
-	}
-	for za0001 := range z.Commands {
-		// map header, size 3
-		// write "id"
-		err = en.Append(0x83, 0xa2, 0x69, 0x64)
+
+	// skip if no fields are to be emitted
+	if zb0001Len != 0 {
+		// write "commands"
+		err = en.Append(0xa8, 0x63, 0x6f, 0x6d, 0x6d, 0x61, 0x6e, 0x64, 0x73)
 		if err != nil {
 			return
 		}
-		err = en.WriteString(z.Commands[za0001].ID)
+		err = en.WriteArrayHeader(uint32(len(z.Commands)))
 		if err != nil {
-			err = msgp.WrapError(err, "Commands", za0001, "ID")
+			err = msgp.WrapError(err, "Commands")
 			return
 		}
-		// write "kind"
-		err = en.Append(0xa4, 0x6b, 0x69, 0x6e, 0x64)
+		for za0001 := range z.Commands {
+			// map header, size 3
+			// write "id"
+			err = en.Append(0x83, 0xa2, 0x69, 0x64)
+			if err != nil {
+				return
+			}
+			err = en.WriteString(z.Commands[za0001].ID)
+			if err != nil {
+				err = msgp.WrapError(err, "Commands", za0001, "ID")
+				return
+			}
+			// write "kind"
+			err = en.Append(0xa4, 0x6b, 0x69, 0x6e, 0x64)
+			if err != nil {
+				return
+			}
+			err = en.WriteString(z.Commands[za0001].Kind)
+			if err != nil {
+				err = msgp.WrapError(err, "Commands", za0001, "Kind")
+				return
+			}
+			// write "body"
+			err = en.Append(0xa4, 0x62, 0x6f, 0x64, 0x79)
+			if err != nil {
+				return
+			}
+			err = z.Commands[za0001].Body.EncodeMsg(en)
+			if err != nil {
+				err = msgp.WrapError(err, "Commands", za0001, "Body")
+				return
+			}
+		}
+		// write "target_nymph_version"
+		err = en.Append(0xb4, 0x74, 0x61, 0x72, 0x67, 0x65, 0x74, 0x5f, 0x6e, 0x79, 0x6d, 0x70, 0x68, 0x5f, 0x76, 0x65, 0x72, 0x73, 0x69, 0x6f, 0x6e)
 		if err != nil {
 			return
 		}
-		err = en.WriteString(z.Commands[za0001].Kind)
-		if err != nil {
-			err = msgp.WrapError(err, "Commands", za0001, "Kind")
-			return
+		if z.TargetNymphVersion == nil {
+			err = en.WriteNil()
+			if err != nil {
+				return
+			}
+		} else {
+			err = en.WriteString(*z.TargetNymphVersion)
+			if err != nil {
+				err = msgp.WrapError(err, "TargetNymphVersion")
+				return
+			}
 		}
-		// write "body"
-		err = en.Append(0xa4, 0x62, 0x6f, 0x64, 0x79)
-		if err != nil {
-			return
-		}
-		err = z.Commands[za0001].Body.EncodeMsg(en)
-		if err != nil {
-			err = msgp.WrapError(err, "Commands", za0001, "Body")
-			return
-		}
-	}
-	// write "target_nymph_version"
-	err = en.Append(0xb4, 0x74, 0x61, 0x72, 0x67, 0x65, 0x74, 0x5f, 0x6e, 0x79, 0x6d, 0x70, 0x68, 0x5f, 0x76, 0x65, 0x72, 0x73, 0x69, 0x6f, 0x6e)
-	if err != nil {
-		return
-	}
-	if z.TargetNymphVersion == nil {
-		err = en.WriteNil()
-		if err != nil {
-			return
-		}
-	} else {
-		err = en.WriteString(*z.TargetNymphVersion)
-		if err != nil {
-			err = msgp.WrapError(err, "TargetNymphVersion")
-			return
+		if (zb0001Mask & 0x4) == 0 { // if not omitted
+			// write "nymph_cursor"
+			err = en.Append(0xac, 0x6e, 0x79, 0x6d, 0x70, 0x68, 0x5f, 0x63, 0x75, 0x72, 0x73, 0x6f, 0x72)
+			if err != nil {
+				return
+			}
+			if z.Cursor == nil {
+				err = en.WriteNil()
+				if err != nil {
+					return
+				}
+			} else {
+				err = en.WriteString(*z.Cursor)
+				if err != nil {
+					err = msgp.WrapError(err, "Cursor")
+					return
+				}
+			}
 		}
 	}
 	return
@@ -1101,32 +1154,54 @@ func (z *PollResponse) EncodeMsg(en *msgp.Writer) (err error) {
 // MarshalMsg implements msgp.Marshaler
 func (z *PollResponse) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
-	// map header, size 2
-	// string "commands"
-	o = append(o, 0x82, 0xa8, 0x63, 0x6f, 0x6d, 0x6d, 0x61, 0x6e, 0x64, 0x73)
-	o = msgp.AppendArrayHeader(o, uint32(len(z.Commands)))
-	for za0001 := range z.Commands {
-		// map header, size 3
-		// string "id"
-		o = append(o, 0x83, 0xa2, 0x69, 0x64)
-		o = msgp.AppendString(o, z.Commands[za0001].ID)
-		// string "kind"
-		o = append(o, 0xa4, 0x6b, 0x69, 0x6e, 0x64)
-		o = msgp.AppendString(o, z.Commands[za0001].Kind)
-		// string "body"
-		o = append(o, 0xa4, 0x62, 0x6f, 0x64, 0x79)
-		o, err = z.Commands[za0001].Body.MarshalMsg(o)
-		if err != nil {
-			err = msgp.WrapError(err, "Commands", za0001, "Body")
-			return
-		}
+	// check for omitted fields
+	zb0001Len := uint32(3)
+	var zb0001Mask uint8 /* 3 bits */
+	_ = zb0001Mask
+	if z.Cursor == nil {
+		zb0001Len--
+		zb0001Mask |= 0x4
 	}
-	// string "target_nymph_version"
-	o = append(o, 0xb4, 0x74, 0x61, 0x72, 0x67, 0x65, 0x74, 0x5f, 0x6e, 0x79, 0x6d, 0x70, 0x68, 0x5f, 0x76, 0x65, 0x72, 0x73, 0x69, 0x6f, 0x6e)
-	if z.TargetNymphVersion == nil {
-		o = msgp.AppendNil(o)
-	} else {
-		o = msgp.AppendString(o, *z.TargetNymphVersion)
+	// variable map header, size zb0001Len
+	o = append(o, 0x80|uint8(zb0001Len))
+
+	// skip if no fields are to be emitted
+	if zb0001Len != 0 {
+		// string "commands"
+		o = append(o, 0xa8, 0x63, 0x6f, 0x6d, 0x6d, 0x61, 0x6e, 0x64, 0x73)
+		o = msgp.AppendArrayHeader(o, uint32(len(z.Commands)))
+		for za0001 := range z.Commands {
+			// map header, size 3
+			// string "id"
+			o = append(o, 0x83, 0xa2, 0x69, 0x64)
+			o = msgp.AppendString(o, z.Commands[za0001].ID)
+			// string "kind"
+			o = append(o, 0xa4, 0x6b, 0x69, 0x6e, 0x64)
+			o = msgp.AppendString(o, z.Commands[za0001].Kind)
+			// string "body"
+			o = append(o, 0xa4, 0x62, 0x6f, 0x64, 0x79)
+			o, err = z.Commands[za0001].Body.MarshalMsg(o)
+			if err != nil {
+				err = msgp.WrapError(err, "Commands", za0001, "Body")
+				return
+			}
+		}
+		// string "target_nymph_version"
+		o = append(o, 0xb4, 0x74, 0x61, 0x72, 0x67, 0x65, 0x74, 0x5f, 0x6e, 0x79, 0x6d, 0x70, 0x68, 0x5f, 0x76, 0x65, 0x72, 0x73, 0x69, 0x6f, 0x6e)
+		if z.TargetNymphVersion == nil {
+			o = msgp.AppendNil(o)
+		} else {
+			o = msgp.AppendString(o, *z.TargetNymphVersion)
+		}
+		if (zb0001Mask & 0x4) == 0 { // if not omitted
+			// string "nymph_cursor"
+			o = append(o, 0xac, 0x6e, 0x79, 0x6d, 0x70, 0x68, 0x5f, 0x63, 0x75, 0x72, 0x73, 0x6f, 0x72)
+			if z.Cursor == nil {
+				o = msgp.AppendNil(o)
+			} else {
+				o = msgp.AppendString(o, *z.Cursor)
+			}
+		}
 	}
 	return
 }
@@ -1232,6 +1307,23 @@ func (z *PollResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					return
 				}
 			}
+		case "nymph_cursor":
+			if msgp.IsNil(bts) {
+				bts, err = msgp.ReadNilBytes(bts)
+				if err != nil {
+					return
+				}
+				z.Cursor = nil
+			} else {
+				if z.Cursor == nil {
+					z.Cursor = new(string)
+				}
+				*z.Cursor, bts, err = reuseString(bts, *z.Cursor)
+				if err != nil {
+					err = msgp.WrapError(err, "Cursor")
+					return
+				}
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -1255,6 +1347,12 @@ func (z *PollResponse) Msgsize() (s int) {
 		s += msgp.NilSize
 	} else {
 		s += msgp.StringPrefixSize + len(*z.TargetNymphVersion)
+	}
+	s += 13
+	if z.Cursor == nil {
+		s += msgp.NilSize
+	} else {
+		s += msgp.StringPrefixSize + len(*z.Cursor)
 	}
 	return
 }
