@@ -45,7 +45,6 @@ func (m *Machine) runCommands(now time.Time, cmds []wire.Command) (all bool) {
 	return true
 }
 
-
 func (m *Machine) runCommand(now time.Time, d wire.Directive) {
 	switch c := d.(type) {
 	case wire.SetupCommand:
