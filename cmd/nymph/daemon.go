@@ -75,7 +75,8 @@ func runDaemon(ctx context.Context, env *cliEnv, args []string) int {
 		env.stdout.Write(out)
 		return 0
 	}
-	log := newLogger(env.stderr, cfg.Log)
+	level := new(slog.LevelVar)
+	log := newLeveledLogger(env.stderr, cfg.Log, level)
 	if loaded.Path == "" {
 		log.Info("no config file found; using built-in defaults")
 	} else {
@@ -87,10 +88,10 @@ func runDaemon(ctx context.Context, env *cliEnv, args []string) int {
 	if cfg.Runtime.AutoUpdate {
 		log.Warn("[runtime] auto_update is ignored: the control plane sends ota_update itself (nymph serve --target-version with --releases)")
 	}
-	return daemonMain(ctx, env, cfg, log)
+	return daemonMain(ctx, env, cfg, log, level)
 }
 
-func daemonMain(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, log *slog.Logger) int {
+func daemonMain(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, log *slog.Logger, level *slog.LevelVar) int {
 	// One daemon per state directory: a second would share its workdir
 	// and its key, and the plane would see one worker flapping between two.
 	lock, err := lockStateDir(cfg)
@@ -205,6 +206,11 @@ func daemonMain(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, log *
 		Payloads:   payloads,
 
 		DeliveryPath: deliveryPath,
+		SetLogLevel: func(l string) {
+			if level != nil {
+				level.Set(parseLevel(l))
+			}
+		},
 
 		// systemd's READY, STOPPING and watchdog, when it started the daemon.
 		Supervisor: newSupervisor(env.getenv, log),
@@ -325,20 +331,31 @@ func throughRelay(c transport.Transport, cfg daemonconfig.Config, token string) 
 // newLogger builds the daemon's slog logger: text by default, JSON with
 // [log] format = "json" or --log-format json.
 func newLogger(w io.Writer, c daemonconfig.Log) *slog.Logger {
-	var level slog.Level
-	switch strings.ToLower(c.Level) {
-	case "debug":
-		level = slog.LevelDebug
-	case "warn", "warning":
-		level = slog.LevelWarn
-	case "error":
-		level = slog.LevelError
-	}
-	opts := &slog.HandlerOptions{Level: level}
+	return newLeveledLogger(w, c, new(slog.LevelVar))
+}
+
+// newLeveledLogger is newLogger whose level is lv, set from c.Level here
+// and later by the control plane's live configuration.
+func newLeveledLogger(w io.Writer, c daemonconfig.Log, lv *slog.LevelVar) *slog.Logger {
+	lv.Set(parseLevel(c.Level))
+	opts := &slog.HandlerOptions{Level: lv}
 	if c.Format == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// parseLevel maps a configured level to slog's; anything else is info.
+func parseLevel(s string) slog.Level {
+	switch strings.ToLower(s) {
+	case "debug":
+		return slog.LevelDebug
+	case "warn", "warning":
+		return slog.LevelWarn
+	case "error":
+		return slog.LevelError
+	}
+	return slog.LevelInfo
 }
 
 // signalKinds maps SIGTERM/SIGINT to the machine's signal kinds.

@@ -113,6 +113,9 @@ type Options struct {
 	// which ExecOptions.DefaultWorkdir names.
 	Payloads   PayloadFetcher
 	PayloadDir string
+	// SetLogLevel, when set, carries out the plane's live log level
+	// ("debug", "info", "warn", "error"); nil logs and ignores it.
+	SetLogLevel func(level string)
 	// DeliveryPath is where PersistDelivery is written (DeliveryFile in
 	// the workdir); empty keeps nothing across a restart.
 	DeliveryPath string
@@ -390,6 +393,12 @@ func (d *driver) do(eff daemon.Effect) {
 	case daemon.CancelInFlight:
 		d.log.Warn("cancelling in-flight work")
 		d.cancelWork()
+	case daemon.SetLogLevel:
+		if d.opt.SetLogLevel == nil {
+			d.log.Warn("log level from the control plane ignored: not settable here", "level", e.Level)
+		} else {
+			d.opt.SetLogLevel(e.Level)
+		}
 	case daemon.PersistDelivery:
 		d.persistDelivery(e)
 	case daemon.CancelWork:

@@ -298,3 +298,8 @@ func (c *Client) Kill(ctx context.Context, id, reason string) (operator.Invocati
 func (c *Client) KillExec(ctx context.Context, id, reason string) (operator.ExecStatus, error) {
 	return post[operator.ExecStatus](ctx, c, path(operator.PathKillExec, id), operator.KillRequest{Reason: reason})
 }
+
+// SetConfig sets keys of a worker's live configuration ("" removes one).
+func (c *Client) SetConfig(ctx context.Context, worker string, set map[string]string) (operator.Worker, error) {
+	return post[operator.Worker](ctx, c, path(operator.PathConfig, worker), operator.ConfigRequest{Set: set})
+}

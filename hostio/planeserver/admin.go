@@ -39,6 +39,9 @@ var adminRouteTable = [...]adminRoute{
 	{"POST", operator.PathUpdate, fromJSON(func(id string, b operator.UpdateRequest) plane.Request {
 		return plane.EnqueueUpdate{WorkerID: id, Body: b}
 	})},
+	{"POST", operator.PathConfig, fromJSON(func(id string, b operator.ConfigRequest) plane.Request {
+		return plane.SetConfig{WorkerID: id, Set: b.Set}
+	})},
 	{"POST", operator.PathRotateKey, fromPath(func(id string) plane.Request { return plane.EnqueueRotateKey{WorkerID: id} })},
 	{"POST", operator.PathInvocations, fromJSON(func(_ string, b operator.RunRequest) plane.Request { return plane.EnqueueRun{Body: b} })},
 	{"POST", operator.PathKill, fromJSON(func(id string, b operator.KillRequest) plane.Request {

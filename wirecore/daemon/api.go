@@ -426,6 +426,12 @@ type StartOTA struct {
 	Update    wire.OTAUpdate
 }
 
+// SetLogLevel: log from now on at Level (debug, info, warn or error), as
+// the plane's live configuration says (extension wire.ExtConfig).
+type SetLogLevel struct {
+	Level string
+}
+
 // MaxApplied bounds the applied command ids the machine keeps: far more
 // than one poll reply can hand out again.
 const MaxApplied = 4096
@@ -500,6 +506,7 @@ func (StartOTA) isEffect()            {}
 func (ApplyOTA) isEffect()            {}
 func (CancelWork) isEffect()          {}
 func (PersistDelivery) isEffect()     {}
+func (SetLogLevel) isEffect()         {}
 func (NotifyDraining) isEffect()      {}
 func (DiscardOTA) isEffect()          {}
 func (RotateKey) isEffect()           {}

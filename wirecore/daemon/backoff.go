@@ -15,6 +15,12 @@ func newBackoff(minS, maxS float64) backoff {
 	return backoff{min: minS, max: maxS, base: minS}
 }
 
+// reconfigure takes new bounds; the base stays within them.
+func (b *backoff) reconfigure(minS, maxS float64) {
+	b.min, b.max = minS, maxS
+	b.base = min(max(b.base, minS), maxS)
+}
+
 // next returns the wait before the next attempt and advances the base.
 // The jitter is full (drawn from [0, min(base, 5))), so a fleet that lost
 // the control plane together does not come back in lockstep.

@@ -419,6 +419,7 @@ func (m *Machine) onCapabilities(now time.Time, e CapabilitiesRefreshed) {
 		caps := e.Capabilities
 		caps.Runners = slices.Clone(caps.Runners)
 		m.pendingCaps, m.capsFirstSeq = &caps, 0
+		m.capsGen++
 		// What the host now offers decides which runs it accepts.
 		m.cfg.Runners = caps.Runners
 	}

@@ -166,6 +166,7 @@ func (m *Machine) helloAccepted(now time.Time, resp *wire.HelloResponse) {
 	if len(m.agreed) > 0 {
 		m.log(slog.LevelInfo, "extensions agreed with the control plane", slog.Any("extensions", m.agreed))
 	}
+	m.applyLiveConfig(now, resp.Config, true)
 	m.needHello = false
 	// The control plane answered: the outage that grew the backoff is
 	// over, so the first poll error after it waits retry_min_s again.
@@ -200,6 +201,9 @@ func (m *Machine) pollIfReady(now time.Time) {
 	req := m.pollRequest(m.cfg.WaitMaxS)
 	req.Full = full
 	if m.pendingCaps != nil {
+		if m.uses(wire.ExtConfig) {
+			req.CapabilitiesGen = m.capsGen
+		}
 		caps := *m.pendingCaps
 		req.UpdatedCapabilities = &caps
 		if m.capsFirstSeq == 0 {
@@ -252,6 +256,7 @@ func (m *Machine) onPoll(now time.Time, e PollResult) {
 	if len(e.Response.Commands) > 0 {
 		m.stopIdle()
 	}
+	m.applyLiveConfig(now, e.Response.Config, false)
 	all := m.runCommands(now, e.Response.Commands)
 	m.advanceCursor(e.Response.Cursor, all)
 	if !current {

@@ -42,6 +42,7 @@ type Machine struct {
 	refreshing    bool
 	pendingCaps   *wire.Capabilities // to ship as updated_capabilities
 	capsFirstSeq  uint64             // first poll that carried pendingCaps; 0: not sent yet
+	capsGen       uint64             // counts refreshes: pendingCaps's generation
 	outbox        []*outgoing        // outcomes being posted, or waiting to be sent again
 	idleSince     time.Time
 	hibernateTill time.Time
@@ -64,6 +65,9 @@ type Machine struct {
 	cursor       uint64
 	applied      idRing
 	appliedDirty bool
+	// logLevel is the level the plane last set (extension wire.ExtConfig);
+	// "" until it sets one.
+	logLevel string
 	// cancelReasons are the reasons of cancels sent to running work, by
 	// exec or invocation id, until its end is reported.
 	cancelReasons map[string]string

@@ -43,6 +43,9 @@ func render(e Effect, now time.Time) string {
 		if r.Full {
 			line += " full"
 		}
+		if r.CapabilitiesGen != 0 {
+			line += fmt.Sprintf(" capabilities_gen=%d", r.CapabilitiesGen)
+		}
 		return line
 	case CancelPoll:
 		if e.KeepReply {
@@ -85,6 +88,8 @@ func render(e Effect, now time.Time) string {
 		return "refresh-capabilities cmd=" + e.CommandID
 	case StartOTA:
 		return fmt.Sprintf("start-ota cmd=%s version=%s sha256=%s", e.CommandID, e.Update.Version, e.Update.SHA256)
+	case SetLogLevel:
+		return "set-log-level " + e.Level
 	case PersistDelivery:
 		return fmt.Sprintf("persist-delivery cursor=%d applied=%s", e.Cursor, list(e.Applied))
 	case CancelWork:

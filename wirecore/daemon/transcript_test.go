@@ -235,7 +235,26 @@ func (h *harness) hello(t *testing.T, d *datadriven.TestData) Event {
 	if ext, ok := str(d, "ext"); ok {
 		resp.Config = map[string]msgp.Raw{wire.ConfigExtensions: wire.EncodeExtensions(strings.Split(ext, ","))}
 	}
+	if c, ok := str(d, "config"); ok {
+		if resp.Config == nil {
+			resp.Config = map[string]msgp.Raw{}
+		}
+		addLiveConfig(t, d, resp.Config, c)
+	}
 	return HelloResult{Status: 200, Response: resp}
+}
+
+// addLiveConfig puts config=k:v,k:v into dst, numbers as numbers (a
+// value "raw" puts a string where a number goes).
+func addLiveConfig(t *testing.T, d *datadriven.TestData, dst map[string]msgp.Raw, spec string) {
+	for _, kv := range strings.Split(spec, ",") {
+		k, v, _ := strings.Cut(kv, ":")
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			dst[k] = msgp.AppendFloat64(nil, f)
+		} else {
+			dst[k] = msgp.AppendString(nil, v)
+		}
+	}
 }
 
 // poll answers a poll (seq=N, or the parked one): poll-ok with the wire
@@ -253,6 +272,10 @@ func (h *harness) poll(t *testing.T, d *datadriven.TestData) Event {
 	resp := &wire.PollResponse{Commands: pollCommands(t, d, h.now)}
 	if c, ok := str(d, "cursor"); ok {
 		resp.Cursor = &c
+	}
+	if c, ok := str(d, "config"); ok {
+		resp.Config = map[string]msgp.Raw{}
+		addLiveConfig(t, d, resp.Config, c)
 	}
 	return PollResult{Seq: seq, Status: 200, Response: resp}
 }

@@ -25,6 +25,7 @@ const (
 	PathReset       = "/v1/admin/workers/{id}/reset"      // POST {} → CommandAccepted
 	PathUpdate      = "/v1/admin/workers/{id}/update"     // POST UpdateRequest → CommandAccepted
 	PathRotateKey   = "/v1/admin/workers/{id}/rotate-key" // POST {} → CommandAccepted
+	PathConfig      = "/v1/admin/workers/{id}/config"     // POST ConfigRequest → Worker
 	PathExecStatus  = "/v1/admin/execs/{id}"              // GET → ExecStatus
 	PathExecLogs    = "/v1/admin/execs/{id}/logs"         // GET ?offset=N&wait_s=S → LogsPage
 	PathInvocations = "/v1/admin/invocations"             // GET → []Invocation; POST RunRequest → Invocation
@@ -72,6 +73,18 @@ type Worker struct {
 	KeyRevoked bool `json:"key_revoked,omitempty"`
 	// Update is the last ota_update sent to the worker; nil when none was.
 	Update *UpdateStatus `json:"update,omitempty"`
+	// LiveConfig is the worker's live configuration (PathConfig).
+	LiveConfig map[string]string `json:"live_config,omitempty"`
+	// Extensions are the nymph extensions agreed with its daemon.
+	Extensions []string `json:"extensions"`
+}
+
+// ConfigRequest sets keys of a worker's live configuration
+// (wire.LiveConfigKeys); a value of "" removes the key. Its daemon applies
+// them without a restart when it speaks the config extension, else at
+// none (the keys are kept for when it does).
+type ConfigRequest struct {
+	Set map[string]string `json:"set"`
 }
 
 // UpdateStatus is an ota_update's progress on one worker. State is

@@ -225,6 +225,14 @@ type Kill struct {
 	Reason string
 }
 
+// SetConfig is POST operator.PathConfig: keys of the worker's live
+// configuration set (a value of "" removes the key).
+type SetConfig struct {
+	Req      RequestID
+	WorkerID string
+	Set      map[string]string
+}
+
 // KillExec stops an exec: a queued one is withdrawn, a delivered one is
 // cancelled on a daemon that speaks wire.ExtCancel.
 type KillExec struct {
@@ -234,6 +242,7 @@ type KillExec struct {
 }
 
 func (KillExec) isEvent()         {}
+func (SetConfig) isEvent()        {}
 func (Hello) isEvent()            {}
 func (Poll) isEvent()             {}
 func (PollDeadline) isEvent()     {}
@@ -284,6 +293,7 @@ func (e GetInvocation) Named(id RequestID) Request    { e.Req = id; return e }
 func (e EnqueueRun) Named(id RequestID) Request       { e.Req = id; return e }
 func (e Kill) Named(id RequestID) Request             { e.Req = id; return e }
 func (e KillExec) Named(id RequestID) Request         { e.Req = id; return e }
+func (e SetConfig) Named(id RequestID) Request        { e.Req = id; return e }
 func (e Keys) Named(id RequestID) Request             { e.Req = id; return e }
 func (e Authenticate) Named(id RequestID) Request     { e.Req = id; return e }
 func (e CreateToken) Named(id RequestID) Request      { e.Req = id; return e }

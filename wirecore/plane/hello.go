@@ -146,6 +146,10 @@ func (p *Plane) onHello(now time.Time, e Hello) {
 		// daemon gets the config map it always got.
 		resp.Config[wire.ConfigExtensions] = wire.EncodeExtensions(w.rec.Extensions)
 	}
+	if w.uses(wire.ExtConfig) {
+		liveConfig(resp.Config, w)
+		w.configSent = w.rec.ConfigGen
+	}
 	if en != nil {
 		resp.KeyID = &en.keyID
 	}
@@ -230,6 +234,7 @@ func (p *Plane) admit(now time.Time, h *wire.HelloRequest, en *enrolment) *worke
 	r.Capabilities.Runners = slices.Clone(h.Capabilities.Runners)
 	r.Versions = h.Versions
 	r.Extensions = wire.AgreedExtensions(h.Extensions)
+	r.CapabilitiesGen = 0 // a restarted daemon counts its refreshes afresh
 	r.LastSeen = now
 	r.HibernateUntil = time.Time{}
 	if r.TargetVersion != "" && h.Versions.Daemon != nil && *h.Versions.Daemon == r.TargetVersion {

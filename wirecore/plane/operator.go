@@ -1,6 +1,7 @@
 package plane
 
 import (
+	"maps"
 	"fmt"
 	"math"
 	"slices"
@@ -328,6 +329,59 @@ func (p *Plane) onKill(now time.Time, e Kill) {
 	}
 }
 
+// onSetConfig changes a worker's live configuration and, when its daemon
+// speaks wire.ExtConfig, sends it at once (its parked poll is answered).
+func (p *Plane) onSetConfig(now time.Time, e SetConfig) {
+	w := p.target(e.Req, e.WorkerID)
+	if w == nil {
+		return
+	}
+	next := maps.Clone(w.rec.LiveConfig)
+	if next == nil {
+		next = map[string]string{}
+	}
+	for _, k := range slices.Sorted(maps.Keys(e.Set)) {
+		v := e.Set[k]
+		if v == "" {
+			delete(next, k)
+			continue
+		}
+		if _, err := wire.ParseLiveConfig(k, v); err != nil {
+			p.opError(e.Req, StatusBadRequest, "config: %v", err)
+			return
+		}
+		next[k] = v
+	}
+	if lo, hi := next[wire.ConfigRetryMinS], next[wire.ConfigRetryMaxS]; lo != "" && hi != "" {
+		a, _ := wire.ParseLiveConfig(wire.ConfigRetryMinS, lo)
+		b, _ := wire.ParseLiveConfig(wire.ConfigRetryMaxS, hi)
+		if a.Number > b.Number {
+			p.opError(e.Req, StatusBadRequest, "config: %s = %s is over %s = %s", wire.ConfigRetryMinS, lo, wire.ConfigRetryMaxS, hi)
+			return
+		}
+	}
+	if len(next) == 0 {
+		next = nil
+	}
+	w.rec.LiveConfig = next
+	w.rec.ConfigGen++
+	p.putWorker(w)
+	if w.uses(wire.ExtConfig) {
+		p.answerParkedPoll(w, now)
+	}
+	p.reply(e.Req, StatusOK, workerView(w, p.runningPerWorker()[w.ID()]))
+}
+
+// liveConfig is the worker's live configuration in wire form, into dst.
+func liveConfig(dst map[string]msgp.Raw, w *worker) map[string]msgp.Raw {
+	for k, v := range w.rec.LiveConfig {
+		if lv, err := wire.ParseLiveConfig(k, v); err == nil {
+			dst[k] = wire.EncodeLiveConfig(k, lv)
+		}
+	}
+	return dst
+}
+
 // killReason is the reason a cancel carries: the operator's, or a default.
 func killReason(r string) string {
 	if r == "" {
@@ -398,6 +452,8 @@ func workerView(w *worker, running int) operator.Worker {
 		KeyID:           r.KeyID,
 		KeyRevoked:      r.KeyRevoked,
 		Update:          updateView(r.Update),
+		LiveConfig:      r.LiveConfig,
+		Extensions:      nonNil(r.Extensions),
 	}
 }
 

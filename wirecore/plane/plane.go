@@ -1,6 +1,7 @@
 package plane
 
 import (
+	"maps"
 	"cmp"
 	"crypto/ed25519"
 	"fmt"
@@ -153,6 +154,9 @@ type worker struct {
 	// (wire.ExtCursor) that the daemon's cursor has not reached, oldest
 	// first: a poll with a lower cursor gets them again.
 	unconfirmed []CommandRecord
+	// configSent is the ConfigGen last sent to the daemon (extension
+	// wire.ExtConfig); a poll reply carries the config while it is behind.
+	configSent uint64
 	// openExecs are the worker's delivered execs without a result.
 	openExecs map[string]struct{}
 	// pub and prevPub are rec.PublicKey and rec.PrevPublicKey decoded.
@@ -380,6 +384,8 @@ func (p *Plane) dispatch(now time.Time, ev Event) {
 		p.onKill(now, e)
 	case KillExec:
 		p.onKillExec(now, e)
+	case SetConfig:
+		p.onSetConfig(now, e)
 	case Keys:
 		p.onKeys(now, e)
 	case Authenticate:
@@ -401,6 +407,7 @@ func cloneWorker(r WorkerRecord) WorkerRecord {
 	r.RevokedKeyIDs = slices.Clone(r.RevokedKeyIDs)
 	r.PinnedTags = slices.Clone(r.PinnedTags)
 	r.Extensions = slices.Clone(r.Extensions)
+	r.LiveConfig = maps.Clone(r.LiveConfig)
 	if r.Update != nil {
 		u := *r.Update
 		r.Update = &u

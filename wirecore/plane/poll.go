@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nymphd/nymph/wirecore/wire"
+	"github.com/tinylib/msgp/msgp"
 )
 
 // DefaultQueue is the queue of a poll that names none and of a run request
@@ -36,7 +37,7 @@ func (p *Plane) onPoll(now time.Time, e Poll) {
 	}
 	p.seen(w, now)
 	p.keepAlive(w, e.Body.Invocations, now)
-	if c := e.Body.UpdatedCapabilities; c != nil {
+	if c := e.Body.UpdatedCapabilities; c != nil && p.newerCapabilities(w, e.Body.CapabilitiesGen) {
 		p.mergeCapabilities(w, c)
 	}
 	var again []CommandRecord
@@ -114,6 +115,21 @@ func (p *Plane) keepAlive(w *worker, list []wire.InvocationStatus, now time.Time
 			p.alive[id] = now
 		}
 	}
+}
+
+// newerCapabilities reports whether a snapshot of generation gen may be
+// taken: always without the config extension (or a generation), else only
+// past the last one taken, so a retried or overtaken poll's older
+// snapshot never replaces a newer one.
+func (p *Plane) newerCapabilities(w *worker, gen uint64) bool {
+	if gen == 0 || !w.uses(wire.ExtConfig) {
+		return true
+	}
+	if gen <= w.rec.CapabilitiesGen {
+		return false
+	}
+	w.rec.CapabilitiesGen = gen
+	return true
 }
 
 // mergeCapabilities takes a worker's refreshed capabilities: the refresh
@@ -363,6 +379,10 @@ func (p *Plane) replyPoll(req RequestID, w *worker, cmds []CommandRecord) {
 		w.lastReply, w.lastSent = req, cmds
 	}
 	resp := wire.PollResponse{Commands: out, TargetNymphVersion: p.targetVersion(w)}
+	if w.uses(wire.ExtConfig) && w.configSent < w.rec.ConfigGen {
+		resp.Config = liveConfig(map[string]msgp.Raw{}, w)
+		w.configSent = w.rec.ConfigGen
+	}
 	if len(cmds) > 0 && w.uses(wire.ExtCursor) {
 		var last uint64
 		for _, c := range cmds {

@@ -84,6 +84,14 @@ type WorkerRecord struct {
 	// Cursor is the last command cursor handed to the worker (extension
 	// wire.ExtCursor), monotonically increasing.
 	Cursor uint64 `json:"cursor,omitempty"`
+	// LiveConfig is the worker's live configuration (extension
+	// wire.ExtConfig), by wire.LiveConfigKeys key, as the operator wrote
+	// it; ConfigGen counts its changes.
+	LiveConfig map[string]string `json:"live_config,omitempty"`
+	ConfigGen  uint64            `json:"config_gen,omitempty"`
+	// CapabilitiesGen is the generation of the last capability snapshot
+	// taken from the worker's polls (extension wire.ExtConfig).
+	CapabilitiesGen uint64 `json:"capabilities_gen,omitempty"`
 	// Extensions are the nymph extensions agreed with the worker's daemon
 	// at its last hello (wire.AgreedExtensions of what it announced).
 	Extensions []string `json:"extensions,omitempty"`

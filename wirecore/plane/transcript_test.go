@@ -3,6 +3,7 @@ package plane_test
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -148,6 +149,26 @@ func payloadRef(t *testing.T, d *datadriven.TestData) *wire.PayloadRef {
 	return r
 }
 
+// showLiveConfig renders a config map's live keys, sorted, as k=v.
+func showLiveConfig(c map[string]msgp.Raw) string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(c)) {
+		if k == wire.ConfigExtensions {
+			continue
+		}
+		v, err := wire.DecodeLiveConfig(k, c[k])
+		switch {
+		case err != nil:
+			out = append(out, k+"=?")
+		case v.Level != "":
+			out = append(out, k+"="+v.Level)
+		default:
+			out = append(out, fmt.Sprintf("%s=%g", k, v.Number))
+		}
+	}
+	return "{" + strings.Join(out, ",") + "}"
+}
+
 func showArgs(b []byte) string {
 	if len(b) == 0 {
 		return ""
@@ -235,6 +256,7 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 			body.UpdatedCapabilities = &wire.Capabilities{Runners: list(d, "caps"), MaxInvocations: 4}
 		}
 		body.Draining = d.HasArg("draining")
+		body.CapabilitiesGen = uint64(float(t, d, "gen", 0))
 		if c := str(d, "cursor"); c != "" {
 			body.Cursor = &c
 		}
@@ -307,6 +329,13 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		ev = plane.GetInvocation{Req: req(t, d), InvocationID: h.id(str(d, "id"))}
 	case "kill":
 		ev = plane.Kill{Req: req(t, d), InvocationID: h.id(str(d, "inv")), Reason: str(d, "reason")}
+	case "setconfig":
+		set := map[string]string{}
+		for _, kv := range list(d, "set") {
+			k, v, _ := strings.Cut(kv, ":")
+			set[k] = v
+		}
+		ev = plane.SetConfig{Req: req(t, d), WorkerID: h.id(str(d, "worker")), Set: set}
 	case "killexec":
 		ev = plane.KillExec{Req: req(t, d), ExecID: h.id(str(d, "exec")), Reason: str(d, "reason")}
 	default:
@@ -494,6 +523,9 @@ func (h *harness) showBody(body any) []string {
 		if exts := wire.ConfigExtensionsOf(b.Config); exts != nil {
 			s += fmt.Sprintf(" extensions=%v", exts)
 		}
+		if len(b.Config) > 1 {
+			s += " config=" + showLiveConfig(b.Config)
+		}
 		return []string{s}
 	case wire.KeyRotationResponse:
 		if b.Reject != nil {
@@ -521,6 +553,9 @@ func (h *harness) showBody(body any) []string {
 		}
 		if b.Cursor != nil {
 			s += " cursor=" + *b.Cursor
+		}
+		if b.Config != nil {
+			s += " config=" + showLiveConfig(b.Config)
 		}
 		out := []string{s}
 		for _, c := range b.Commands {

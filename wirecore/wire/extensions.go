@@ -29,10 +29,17 @@ const (
 	// and hands out again what is past it; the daemon skips a command id
 	// it has applied already.
 	ExtCursor = "cursor"
+	// ExtConfig: live configuration (liveconfig.go). The plane sends the
+	// worker's settings in the hello reply's config map and, when they
+	// change, in PollResponse.Config; the daemon applies them at once.
+	// Its capability refreshes carry a generation
+	// (PollRequest.CapabilitiesGen), so the plane never takes an older
+	// snapshot over a newer one.
+	ExtConfig = "config"
 )
 
 // KnownExtensions are the extensions this build speaks, in a fixed order.
-var KnownExtensions = [...]string{ExtCancel, ExtDrain, ExtCursor}
+var KnownExtensions = [...]string{ExtCancel, ExtDrain, ExtCursor, ExtConfig}
 
 // ConfigExtensions is the key of the hello reply's config map that lists
 // the extensions the plane agreed to, as an array of strings.

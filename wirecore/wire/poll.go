@@ -34,6 +34,10 @@ type PollRequest struct {
 	// cancel above all), never an exec, a run or a setup. Without the
 	// extension a full daemon does not poll at all.
 	Full bool `msg:"nymph_full,omitempty"`
+	// CapabilitiesGen (extension ExtConfig) numbers UpdatedCapabilities:
+	// the daemon's refreshes count up, and the plane ignores a snapshot
+	// older than one it took.
+	CapabilitiesGen uint64 `msg:"nymph_capabilities_gen,omitempty"`
 }
 
 // InvocationStatus reports one locally tracked run. Daemons publish only
@@ -53,6 +57,10 @@ type PollResponse struct {
 	// Cursor (extension ExtCursor) numbers the last command of this
 	// reply; absent when the reply has none or the extension is off.
 	Cursor *string `msg:"nymph_cursor,omitempty"`
+	// Config (extension ExtConfig) is the worker's live configuration
+	// when it changed since the plane last sent it: every key, as in the
+	// hello reply's config map.
+	Config map[string]msgp.Raw `msg:"nymph_config,omitempty"`
 }
 
 // Command is one poll command; Body stays raw until Dispatch decodes it by Kind.

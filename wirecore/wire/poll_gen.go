@@ -547,6 +547,12 @@ func (z *PollRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 				err = msgp.WrapError(err, "Full")
 				return
 			}
+		case "nymph_capabilities_gen":
+			z.CapabilitiesGen, err = dc.ReadUint64()
+			if err != nil {
+				err = msgp.WrapError(err, "CapabilitiesGen")
+				return
+			}
 		default:
 			err = dc.Skip()
 			if err != nil {
@@ -561,8 +567,8 @@ func (z *PollRequest) DecodeMsg(dc *msgp.Reader) (err error) {
 // EncodeMsg implements msgp.Encodable
 func (z *PollRequest) EncodeMsg(en *msgp.Writer) (err error) {
 	// check for omitted fields
-	zb0001Len := uint32(8)
-	var zb0001Mask uint8 /* 8 bits */
+	zb0001Len := uint32(9)
+	var zb0001Mask uint16 /* 9 bits */
 	_ = zb0001Mask
 	if z.UpdatedCapabilities == nil {
 		zb0001Len--
@@ -575,6 +581,10 @@ func (z *PollRequest) EncodeMsg(en *msgp.Writer) (err error) {
 	if z.Full == false {
 		zb0001Len--
 		zb0001Mask |= 0x80
+	}
+	if z.CapabilitiesGen == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x100
 	}
 	// variable map header, size zb0001Len
 	err = en.Append(0x80 | uint8(zb0001Len))
@@ -691,6 +701,18 @@ func (z *PollRequest) EncodeMsg(en *msgp.Writer) (err error) {
 				return
 			}
 		}
+		if (zb0001Mask & 0x100) == 0 { // if not omitted
+			// write "nymph_capabilities_gen"
+			err = en.Append(0xb6, 0x6e, 0x79, 0x6d, 0x70, 0x68, 0x5f, 0x63, 0x61, 0x70, 0x61, 0x62, 0x69, 0x6c, 0x69, 0x74, 0x69, 0x65, 0x73, 0x5f, 0x67, 0x65, 0x6e)
+			if err != nil {
+				return
+			}
+			err = en.WriteUint64(z.CapabilitiesGen)
+			if err != nil {
+				err = msgp.WrapError(err, "CapabilitiesGen")
+				return
+			}
+		}
 	}
 	return
 }
@@ -699,8 +721,8 @@ func (z *PollRequest) EncodeMsg(en *msgp.Writer) (err error) {
 func (z *PollRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(8)
-	var zb0001Mask uint8 /* 8 bits */
+	zb0001Len := uint32(9)
+	var zb0001Mask uint16 /* 9 bits */
 	_ = zb0001Mask
 	if z.UpdatedCapabilities == nil {
 		zb0001Len--
@@ -713,6 +735,10 @@ func (z *PollRequest) MarshalMsg(b []byte) (o []byte, err error) {
 	if z.Full == false {
 		zb0001Len--
 		zb0001Mask |= 0x80
+	}
+	if z.CapabilitiesGen == 0 {
+		zb0001Len--
+		zb0001Mask |= 0x100
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -771,6 +797,11 @@ func (z *PollRequest) MarshalMsg(b []byte) (o []byte, err error) {
 			// string "nymph_full"
 			o = append(o, 0xaa, 0x6e, 0x79, 0x6d, 0x70, 0x68, 0x5f, 0x66, 0x75, 0x6c, 0x6c)
 			o = msgp.AppendBool(o, z.Full)
+		}
+		if (zb0001Mask & 0x100) == 0 { // if not omitted
+			// string "nymph_capabilities_gen"
+			o = append(o, 0xb6, 0x6e, 0x79, 0x6d, 0x70, 0x68, 0x5f, 0x63, 0x61, 0x70, 0x61, 0x62, 0x69, 0x6c, 0x69, 0x74, 0x69, 0x65, 0x73, 0x5f, 0x67, 0x65, 0x6e)
+			o = msgp.AppendUint64(o, z.CapabilitiesGen)
 		}
 	}
 	return
@@ -885,6 +916,12 @@ func (z *PollRequest) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				err = msgp.WrapError(err, "Full")
 				return
 			}
+		case "nymph_capabilities_gen":
+			z.CapabilitiesGen, bts, err = msgp.ReadUint64Bytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "CapabilitiesGen")
+				return
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -915,7 +952,7 @@ func (z *PollRequest) Msgsize() (s int) {
 	} else {
 		s += z.UpdatedCapabilities.Msgsize()
 	}
-	s += 15 + msgp.BoolSize + 11 + msgp.BoolSize
+	s += 15 + msgp.BoolSize + 11 + msgp.BoolSize + 23 + msgp.Uint64Size
 	return
 }
 
@@ -1039,6 +1076,38 @@ func (z *PollResponse) DecodeMsg(dc *msgp.Reader) (err error) {
 					return
 				}
 			}
+		case "nymph_config":
+			var zb0004 uint32
+			zb0004, err = dc.ReadMapHeader()
+			if err != nil {
+				err = msgp.WrapError(err, "Config")
+				return
+			}
+			if zb0004 > z077f4f54limitMaps {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if z.Config == nil {
+				z.Config = make(map[string]msgp.Raw, zb0004)
+			} else if len(z.Config) > 0 {
+				clear(z.Config)
+			}
+			for zb0004 > 0 {
+				zb0004--
+				var za0002 string
+				za0002, err = dc.ReadString()
+				if err != nil {
+					err = msgp.WrapError(err, "Config")
+					return
+				}
+				var za0003 msgp.Raw
+				err = za0003.DecodeMsg(dc)
+				if err != nil {
+					err = msgp.WrapError(err, "Config", za0002)
+					return
+				}
+				z.Config[za0002] = za0003
+			}
 		default:
 			err = dc.Skip()
 			if err != nil {
@@ -1053,12 +1122,16 @@ func (z *PollResponse) DecodeMsg(dc *msgp.Reader) (err error) {
 // EncodeMsg implements msgp.Encodable
 func (z *PollResponse) EncodeMsg(en *msgp.Writer) (err error) {
 	// check for omitted fields
-	zb0001Len := uint32(3)
-	var zb0001Mask uint8 /* 3 bits */
+	zb0001Len := uint32(4)
+	var zb0001Mask uint8 /* 4 bits */
 	_ = zb0001Mask
 	if z.Cursor == nil {
 		zb0001Len--
 		zb0001Mask |= 0x4
+	}
+	if z.Config == nil {
+		zb0001Len--
+		zb0001Mask |= 0x8
 	}
 	// variable map header, size zb0001Len
 	err = en.Append(0x80 | uint8(zb0001Len))
@@ -1147,6 +1220,30 @@ func (z *PollResponse) EncodeMsg(en *msgp.Writer) (err error) {
 				}
 			}
 		}
+		if (zb0001Mask & 0x8) == 0 { // if not omitted
+			// write "nymph_config"
+			err = en.Append(0xac, 0x6e, 0x79, 0x6d, 0x70, 0x68, 0x5f, 0x63, 0x6f, 0x6e, 0x66, 0x69, 0x67)
+			if err != nil {
+				return
+			}
+			err = en.WriteMapHeader(uint32(len(z.Config)))
+			if err != nil {
+				err = msgp.WrapError(err, "Config")
+				return
+			}
+			for za0002, za0003 := range z.Config {
+				err = en.WriteString(za0002)
+				if err != nil {
+					err = msgp.WrapError(err, "Config")
+					return
+				}
+				err = za0003.EncodeMsg(en)
+				if err != nil {
+					err = msgp.WrapError(err, "Config", za0002)
+					return
+				}
+			}
+		}
 	}
 	return
 }
@@ -1155,12 +1252,16 @@ func (z *PollResponse) EncodeMsg(en *msgp.Writer) (err error) {
 func (z *PollResponse) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(3)
-	var zb0001Mask uint8 /* 3 bits */
+	zb0001Len := uint32(4)
+	var zb0001Mask uint8 /* 4 bits */
 	_ = zb0001Mask
 	if z.Cursor == nil {
 		zb0001Len--
 		zb0001Mask |= 0x4
+	}
+	if z.Config == nil {
+		zb0001Len--
+		zb0001Mask |= 0x8
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -1200,6 +1301,19 @@ func (z *PollResponse) MarshalMsg(b []byte) (o []byte, err error) {
 				o = msgp.AppendNil(o)
 			} else {
 				o = msgp.AppendString(o, *z.Cursor)
+			}
+		}
+		if (zb0001Mask & 0x8) == 0 { // if not omitted
+			// string "nymph_config"
+			o = append(o, 0xac, 0x6e, 0x79, 0x6d, 0x70, 0x68, 0x5f, 0x63, 0x6f, 0x6e, 0x66, 0x69, 0x67)
+			o = msgp.AppendMapHeader(o, uint32(len(z.Config)))
+			for za0002, za0003 := range z.Config {
+				o = msgp.AppendString(o, za0002)
+				o, err = za0003.MarshalMsg(o)
+				if err != nil {
+					err = msgp.WrapError(err, "Config", za0002)
+					return
+				}
 			}
 		}
 	}
@@ -1324,6 +1438,38 @@ func (z *PollResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 					return
 				}
 			}
+		case "nymph_config":
+			var zb0004 uint32
+			zb0004, bts, err = msgp.ReadMapHeaderBytes(bts)
+			if err != nil {
+				err = msgp.WrapError(err, "Config")
+				return
+			}
+			if zb0004 > z077f4f54limitMaps {
+				err = msgp.ErrLimitExceeded
+				return
+			}
+			if z.Config == nil {
+				z.Config = make(map[string]msgp.Raw, zb0004)
+			} else if len(z.Config) > 0 {
+				clear(z.Config)
+			}
+			for zb0004 > 0 {
+				var za0003 msgp.Raw
+				zb0004--
+				var za0002 string
+				za0002, bts, err = msgp.ReadStringBytes(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Config")
+					return
+				}
+				bts, err = za0003.UnmarshalMsg(bts)
+				if err != nil {
+					err = msgp.WrapError(err, "Config", za0002)
+					return
+				}
+				z.Config[za0002] = za0003
+			}
 		default:
 			bts, err = msgp.Skip(bts)
 			if err != nil {
@@ -1353,6 +1499,13 @@ func (z *PollResponse) Msgsize() (s int) {
 		s += msgp.NilSize
 	} else {
 		s += msgp.StringPrefixSize + len(*z.Cursor)
+	}
+	s += 13 + msgp.MapHeaderSize
+	if z.Config != nil {
+		for za0002, za0003 := range z.Config {
+			_ = za0003
+			s += msgp.StringPrefixSize + len(za0002) + za0003.Msgsize()
+		}
 	}
 	return
 }
