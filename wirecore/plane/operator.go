@@ -1,8 +1,8 @@
 package plane
 
 import (
-	"maps"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"

@@ -1,11 +1,11 @@
 package plane
 
 import (
-	"maps"
 	"cmp"
 	"crypto/ed25519"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"time"
 
