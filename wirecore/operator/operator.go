@@ -197,12 +197,16 @@ type Invocation struct {
 	Runner   string `json:"runner"`
 	WorkerID string `json:"worker_id,omitempty"`
 	// State is "queued", "running", "succeeded", "failed" or "killed".
-	State          string          `json:"state"`
-	ResultBlob     []byte          `json:"result_blob,omitempty"`
-	Error          *wire.ErrorInfo `json:"error,omitempty"`
-	CreatedEpochS  float64         `json:"created_epoch_s"`
-	StartedEpochS  float64         `json:"started_epoch_s,omitempty"`
-	FinishedEpochS float64         `json:"finished_epoch_s,omitempty"`
+	State      string          `json:"state"`
+	ResultBlob []byte          `json:"result_blob,omitempty"`
+	Error      *wire.ErrorInfo `json:"error,omitempty"`
+	// StdoutTail is the last output (at most wire.StdoutTailMax bytes) its
+	// daemon reported on a poll while it ran; kept after it ends until
+	// serve restarts.
+	StdoutTail     string  `json:"stdout_tail,omitempty"`
+	CreatedEpochS  float64 `json:"created_epoch_s"`
+	StartedEpochS  float64 `json:"started_epoch_s,omitempty"`
+	FinishedEpochS float64 `json:"finished_epoch_s,omitempty"`
 }
 
 // KillRequest is the optional body of PathKill and PathKillExec: the

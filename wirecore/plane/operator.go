@@ -240,7 +240,7 @@ func (p *Plane) onListInvocations(e ListInvocations) {
 	out := make([]operator.Invocation, 0, len(p.invOrder))
 	for _, id := range p.invOrder {
 		if inv := p.invocations[id]; inv != nil { // nil: forgotten (Retain)
-			out = append(out, invocationView(inv))
+			out = append(out, p.invocationView(inv))
 		}
 	}
 	p.reply(e.Req, StatusOK, out)
@@ -252,7 +252,7 @@ func (p *Plane) onGetInvocation(e GetInvocation) {
 		p.opError(e.Req, StatusNotFound, "unknown invocation %q", e.InvocationID)
 		return
 	}
-	p.reply(e.Req, StatusOK, invocationView(inv))
+	p.reply(e.Req, StatusOK, p.invocationView(inv))
 }
 
 func (p *Plane) onEnqueueRun(now time.Time, e EnqueueRun) {
@@ -301,7 +301,7 @@ func (p *Plane) onEnqueueRun(now time.Time, e EnqueueRun) {
 	p.queued = append(p.queued, inv)
 	p.putInvocation(inv)
 	p.wakeForRuns(now)
-	p.reply(e.Req, StatusOK, invocationView(inv))
+	p.reply(e.Req, StatusOK, p.invocationView(inv))
 }
 
 func (p *Plane) onKill(now time.Time, e Kill) {
@@ -316,7 +316,7 @@ func (p *Plane) onKill(now time.Time, e Kill) {
 			return
 		}
 		p.sendCancel(w, wire.Cancel{InvocationID: inv.ID, Reason: killReason(e.Reason)}, now)
-		p.reply(e.Req, StatusAccepted, invocationView(inv))
+		p.reply(e.Req, StatusAccepted, p.invocationView(inv))
 	case inv.State != InvocationQueued:
 		p.opError(e.Req, StatusConflict, "invocation %s already %s", inv.ID, inv.State)
 	default:
@@ -325,7 +325,7 @@ func (p *Plane) onKill(now time.Time, e Kill) {
 		p.noteFinished(false, inv.ID, now)
 		p.dequeue(inv.ID)
 		p.putInvocation(inv)
-		p.reply(e.Req, StatusOK, invocationView(inv))
+		p.reply(e.Req, StatusOK, p.invocationView(inv))
 	}
 }
 
@@ -502,6 +502,12 @@ func versionsMap(v *wire.Versions) map[string]any {
 		m["gpu"] = gpus
 	}
 	return m
+}
+
+func (p *Plane) invocationView(r *InvocationRecord) operator.Invocation {
+	v := invocationView(r)
+	v.StdoutTail = p.tails[r.ID]
+	return v
 }
 
 func invocationView(r *InvocationRecord) operator.Invocation {

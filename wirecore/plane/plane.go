@@ -96,6 +96,10 @@ type Plane struct {
 	queued []*InvocationRecord
 	// alive is when each running invocation was last reported by its worker.
 	alive map[string]time.Time
+	// tails are the last stdout_tail each invocation's polls reported (at
+	// most wire.StdoutTailMax bytes), kept in memory only: the next poll
+	// after a restart brings it back.
+	tails map[string]string
 
 	execs map[string]*ExecRecord
 
@@ -209,6 +213,7 @@ func Restore(cfg Config, snap Snapshot, now time.Time) (*Plane, error) {
 		byMachine:   make(map[string]string, len(snap.Workers)),
 		invocations: make(map[string]*InvocationRecord, len(snap.Invocations)),
 		alive:       make(map[string]time.Time),
+		tails:       make(map[string]string),
 		execs:       make(map[string]*ExecRecord, len(snap.Execs)),
 		parked:      make(map[RequestID]*parked),
 		logWaits:    make(map[string][]RequestID),

@@ -113,8 +113,25 @@ func (p *Plane) keepAlive(w *worker, list []wire.InvocationStatus, now time.Time
 		id := list[i].InvocationID
 		if inv := p.invocations[id]; inv != nil && inv.State == InvocationRunning && inv.WorkerID == w.ID() {
 			p.alive[id] = now
+			if t := list[i].StdoutTail; t != "" {
+				p.tails[id] = lastBytes(t, wire.StdoutTailMax)
+			}
 		}
 	}
+}
+
+// lastBytes is the end of s, at most n bytes, cut at a rune boundary.
+func lastBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[len(s)-n:]
+	for i := 0; i < len(s) && i < 4; i++ {
+		if s[i]&0xC0 != 0x80 {
+			return s[i:]
+		}
+	}
+	return s
 }
 
 // newerCapabilities reports whether a snapshot of generation gen may be

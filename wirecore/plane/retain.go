@@ -81,6 +81,7 @@ func (p *Plane) forgetInvocation(id string, cutoff time.Time) {
 		return
 	}
 	delete(p.invocations, id)
+	delete(p.tails, id)
 	p.batch.deleteInvocation(id)
 }
 

@@ -250,7 +250,7 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 	case "poll":
 		body := wire.PollRequest{WorkerID: h.id(str(d, "worker")), Queue: str(d, "queue"), TimeoutS: wire.Float(float(t, d, "timeout", 20))}
 		for _, inv := range list(d, "running") {
-			body.Invocations = append(body.Invocations, wire.InvocationStatus{InvocationID: h.id(inv), State: wire.StateRunning})
+			body.Invocations = append(body.Invocations, wire.InvocationStatus{InvocationID: h.id(inv), State: wire.StateRunning, StdoutTail: str(d, "tail")})
 		}
 		if str(d, "caps") != "" {
 			body.UpdatedCapabilities = &wire.Capabilities{Runners: list(d, "caps"), MaxInvocations: 4}
@@ -643,6 +643,9 @@ func (h *harness) showInvocation(inv operator.Invocation) string {
 	}
 	if len(inv.ResultBlob) > 0 {
 		s += fmt.Sprintf(" result=%q", inv.ResultBlob)
+	}
+	if inv.StdoutTail != "" {
+		s += fmt.Sprintf(" tail=%q", inv.StdoutTail)
 	}
 	return s
 }

@@ -40,8 +40,10 @@ type PollRequest struct {
 	CapabilitiesGen uint64 `msg:"nymph_capabilities_gen,omitempty"`
 }
 
-// InvocationStatus reports one locally tracked run. Daemons publish only
-// state "running" with a null exit code and an empty tail.
+// InvocationStatus reports one locally tracked run: state "running" with
+// a null exit code. StdoutTail is the last bytes (at most StdoutTailMax)
+// of the run's output so far; the protocol's first daemon always sent it
+// empty.
 type InvocationStatus struct {
 	InvocationID string    `msg:"invocation_id"`
 	State        string    `msg:"state"`
@@ -49,6 +51,10 @@ type InvocationStatus struct {
 	ExitCode     *Int      `msg:"exit_code"`
 	StdoutTail   string    `msg:"stdout_tail"`
 }
+
+// StdoutTailMax bounds InvocationStatus.StdoutTail: the last 4 KiB of a
+// run's output. A plane keeps no more of one than that.
+const StdoutTailMax = 4 << 10
 
 // PollResponse carries the commands for this daemon, run in array order.
 type PollResponse struct {
