@@ -83,6 +83,20 @@ func ScriptFailed(exited error) Outcome {
 	return Failed(wire.ErrTypeScriptFailed, exited.Error())
 }
 
+// ScriptArgv is the command line of a run's script on every runner,
+// inside a container or Pod too: `bash -c <script>` (spec 003).
+func ScriptArgv(script string) []string { return []string{"bash", "-c", script} }
+
+// ScriptDone decides a script by its exit status alone: exit 0 succeeded
+// with an empty result (there is no result.msgpack contract for a script),
+// anything else as ScriptFailed says.
+func ScriptDone(exited error) Outcome {
+	if exited == nil {
+		return Outcome{State: wire.StateSucceeded}
+	}
+	return ScriptFailed(exited)
+}
+
 // Runner runs invocations of one kind. Run blocks until the invocation ends.
 // Cancelling ctx means the daemon's shutdown grace expired: the runner stops
 // its child (SIGTERM, then SIGKILL; docker stop; scancel; kubectl delete)

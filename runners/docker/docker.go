@@ -1,6 +1,7 @@
 // Package docker is the `docker` runner and its `gvisor` variant (the same
-// runner with --runtime=runsc): the entry program in a container, the
-// invocation workdir bind-mounted at /workspace.
+// runner with --runtime=runsc): the entry program, or a run's script under
+// `bash -c`, in a container, the invocation workdir bind-mounted at
+// /workspace.
 //
 // It decides the docker argv, the registry login, and how a container is
 // stopped when the daemon's shutdown grace expires. It does not decide the
@@ -113,8 +114,12 @@ func (r *Runner) Kind() string { return r.kind }
 //	--network=<network|host> -v <workdir>:/workspace [-v extra …]
 //	[-e caller K=V … (sorted)] -e DREAMLAKE_INVOCATION_ID=… -e DREAMLAKE_WORKDIR=/workspace
 //	[-e DREAMLAKE_PARENT/ROOT_INVOCATION_ID=… when set]
-//	[raw docker.args …] [--user uid:gid unless args carry -u/--user]
-//	<image> <entry …>
+//	[-w /workspace for a script] [raw docker.args …]
+//	[--user uid:gid unless args carry -u/--user]
+//	<image> <entry …> | <image> bash -c <script>
+//
+// A script (RunBody.script) runs in the workdir, /workspace; the image
+// must have bash.
 func (r *Runner) RunArgv(inv runners.Invocation) []string {
 	dc := inv.Run.RunConfig.Docker
 	if dc == nil {
@@ -139,11 +144,17 @@ func (r *Runner) RunArgv(inv runners.Invocation) []string {
 	for _, kv := range runners.ChildEnv(inv.Run, ContainerWorkdir) {
 		argv = append(argv, "-e", kv)
 	}
+	if inv.Run.Script != nil {
+		argv = append(argv, "-w", ContainerWorkdir)
+	}
 	argv = append(argv, dc.Args...)
 	if !HasUserFlag(dc.Args) {
 		argv = append(argv, "--user", strconv.Itoa(*r.opt.UID)+":"+strconv.Itoa(*r.opt.GID))
 	}
 	argv = append(argv, inv.Run.RunConfig.Image)
+	if inv.Run.Script != nil {
+		return append(argv, runners.ScriptArgv(*inv.Run.Script)...)
+	}
 	return append(argv, r.opt.Entry...)
 }
 
@@ -180,7 +191,26 @@ func (r *Runner) Run(ctx context.Context, inv runners.Invocation) runners.Outcom
 	if o, unfinished := runners.Unfinished(err); unfinished {
 		return o
 	}
+	if inv.Run.Script != nil {
+		return scriptOutcome(exited)
+	}
 	return runners.ReadOutcome(inv.Workdir, exited)
+}
+
+// ExitNotFound is what `docker run` exits with when the container's
+// command cannot be found (and what bash exits with for a script's own
+// command that is not found).
+const ExitNotFound = 127
+
+// scriptOutcome decides a script by the docker client's exit status, which
+// is the script's. 127 says what it most likely means here: an image
+// without bash.
+func scriptOutcome(exited error) runners.Outcome {
+	o := runners.ScriptDone(exited)
+	if o.ExitCode != nil && *o.ExitCode == ExitNotFound && o.Error != nil {
+		o.Error.Message += " (command not found: the image has no bash, or the script ran a command it does not have)"
+	}
+	return o
 }
 
 // clientEnv is the docker client's environment, without the variable

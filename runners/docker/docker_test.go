@@ -73,6 +73,10 @@ func TestRunArgv(t *testing.T) {
 		}), cat(head, dl, []string{"--user=5"}, tail)},
 		{"custom entry", testRunner(Options{Entry: []string{"/workspace/entry", "-v"}}), base(nil),
 			cat(head, dl, user, []string{"img:1", "/workspace/entry", "-v"})},
+		{"script", testRunner(Options{Entry: []string{"/workspace/entry"}}), base(func(r *wire.Run) {
+			r.Script = ptr("echo 'hi' $HOME")
+			r.RunConfig.Docker = &wire.DockerConfig{Args: []string{"--gpus", "all"}}
+		}), cat(head, dl, []string{"-w", "/workspace", "--gpus", "all"}, user, []string{"img:1", "bash", "-c", "echo 'hi' $HOME"})},
 	} {
 		if diff := cmp.Diff(tc.want, tc.r.RunArgv(tc.inv)); diff != "" {
 			t.Errorf("%s: %s", tc.name, diff)
@@ -141,8 +145,11 @@ login)
 	echo "Error response from daemon: login attempt with password $pw denied" >&2
 	exit ` + loginExit + ` ;;
 run)
+	script=; prev=
+	for a; do [ "$prev" = bash ] && [ "$a" = -c ] && script=1; [ "$script" = 1 ] && [ "$prev" = -c ] && script=$a; prev=$a; done
 	while [ $# -gt 0 ]; do case "$1" in --cidfile) cid="$2"; shift;; esac; shift; done
 	wd=$(dirname "$cid"); echo "fakecid123" > "$cid"
+	if [ -n "$script" ]; then cd "$wd" && exec bash -c "$script"; fi
 	case "$(cat "$wd/args.msgpack")" in
 	ok) printf 'result' > "$wd/result.msgpack" ;;
 	fail) echo '{"type":"RuntimeError","message":"in container"}' > "$wd/error.json"; exit 1 ;;
@@ -288,5 +295,30 @@ func TestCancelStopsContainer(t *testing.T) {
 	}
 	if diff := cmp.Diff("stop\nfakecid123\n", readFile(t, filepath.Join(calls, "1-stop.argv"))); diff != "" {
 		t.Fatal(diff)
+	}
+}
+
+func TestScriptByExitStatus(t *testing.T) {
+	bin, _ := fakeDocker(t, true)
+	root := t.TempDir()
+	r := testRunner(Options{Docker: bin})
+	run := func(id, script string) runners.Outcome {
+		return execute(t, r, root, wire.Run{InvocationID: id, Script: ptr(script), RunConfig: wire.RunConfig{Runner: "docker", Image: "x"}})
+	}
+	// Exit 0 succeeds with an empty result, whatever the workdir holds.
+	if diff := cmp.Diff(runners.Outcome{State: wire.StateSucceeded}, run("s0", "echo '{}' > error.json")); diff != "" {
+		t.Fatal(diff)
+	}
+	o := run("s3", "exit 3")
+	if o.State != wire.StateFailed || o.Error.TypeName != wire.ErrTypeScriptFailed || o.Error.Message != "exit status 3" || o.ExitCode == nil || *o.ExitCode != 3 {
+		t.Fatalf("%+v %+v", o, o.Error)
+	}
+	// 127: most likely an image without bash, and the message says so.
+	o = run("s127", "exit 127")
+	if o.State != wire.StateFailed || !strings.HasPrefix(o.Error.Message, "exit status 127 (command not found: the image has no bash") {
+		t.Fatalf("%+v", o.Error)
+	}
+	if _, err := os.Stat(filepath.Join(root, "s3")); err != nil {
+		t.Fatal("failed script's workdir not kept")
 	}
 }

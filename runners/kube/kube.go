@@ -1,5 +1,6 @@
-// Package kube is the `kube` runner: the entry program in a Pod, created
-// with `kubectl apply -f -`, followed by its phase, deleted on cancel.
+// Package kube is the `kube` runner: the entry program, or a run's script
+// under `bash -c`, in a Pod, created with `kubectl apply -f -`, followed by
+// its phase, deleted on cancel.
 //
 // It decides the Pod manifest, the kubectl argv and how a Pod phase maps
 // to an outcome. It does not decide the outcome rule once the Pod has
@@ -16,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -77,6 +79,11 @@ func PhaseArgv(cfg *wire.KubeConfig, name string) []string {
 	return Argv(cfg, "get", "pod", name, "-o", "jsonpath={.status.phase}")
 }
 
+// ExitCodeArgv reads the exit code of a Pod's ended container.
+func ExitCodeArgv(cfg *wire.KubeConfig, name string) []string {
+	return Argv(cfg, "get", "pod", name, "-o", "jsonpath={.status.containerStatuses[0].state.terminated.exitCode}")
+}
+
 // DeleteArgv deletes a Pod.
 func DeleteArgv(cfg *wire.KubeConfig, name string) []string {
 	return Argv(cfg, "delete", "pod", name)
@@ -131,6 +138,9 @@ func (r *Runner) follow(ctx context.Context, inv runners.Invocation, name string
 		}
 		out, err := r.kubectl(ctx, nil, PhaseArgv(cfg, name)...)
 		if errors.Is(err, errNotFound) {
+			if inv.Run.Script != nil {
+				return runners.Failed(wire.ErrTypeScriptFailed, fmt.Sprintf("pod %s is gone", name))
+			}
 			return runners.ReadOutcome(inv.Workdir, fmt.Errorf("pod %s is gone", name))
 		}
 		if err != nil {
@@ -144,6 +154,9 @@ func (r *Runner) follow(ctx context.Context, inv runners.Invocation, name string
 			log.Info("pod phase", "phase", phase)
 			last = phase
 		}
+		if inv.Run.Script != nil && (phase == "Succeeded" || phase == "Failed") {
+			return r.scriptOutcome(ctx, cfg, name, phase, log)
+		}
 		switch phase {
 		case "Succeeded":
 			return runners.ReadOutcome(inv.Workdir, nil)
@@ -151,6 +164,23 @@ func (r *Runner) follow(ctx context.Context, inv runners.Invocation, name string
 			return runners.ReadOutcome(inv.Workdir, fmt.Errorf("pod %s phase Failed", name))
 		}
 	}
+}
+
+// scriptOutcome decides a script's Pod by its phase, and a failed one by
+// its container's exit code when kubectl tells it.
+func (r *Runner) scriptOutcome(ctx context.Context, cfg *wire.KubeConfig, name, phase string, log *slog.Logger) runners.Outcome {
+	if phase == "Succeeded" {
+		return runners.Outcome{State: wire.StateSucceeded}
+	}
+	out, err := r.kubectl(ctx, nil, ExitCodeArgv(cfg, name)...)
+	if err == nil {
+		if code, perr := strconv.Atoi(strings.TrimSpace(out)); perr == nil && code != 0 {
+			return runners.ScriptExited(code)
+		}
+		err = fmt.Errorf("exit code %q", strings.TrimSpace(out))
+	}
+	log.Warn("no exit code for the failed pod", "err", err)
+	return runners.Failed(wire.ErrTypeScriptFailed, fmt.Sprintf("pod %s phase Failed", name))
 }
 
 // delete removes the Pod: on cancel (spec), and after a success so

@@ -169,6 +169,9 @@ func TestArgv(t *testing.T) {
 	if diff := cmp.Diff([]string{"--namespace", "default", "delete", "pod", "p"}, DeleteArgv(nil, "p")); diff != "" {
 		t.Error(diff)
 	}
+	if diff := cmp.Diff([]string{"--namespace", "default", "get", "pod", "p", "-o", "jsonpath={.status.containerStatuses[0].state.terminated.exitCode}"}, ExitCodeArgv(nil, "p")); diff != "" {
+		t.Error(diff)
+	}
 }
 
 // fakeKubectl records calls and answers `get pod` with the phase file.
@@ -180,6 +183,7 @@ d=%s
 n=$(ls "$d" | grep -c argv)
 printf '%%s\n' "$@" > "$d/$n.argv"
 case " $* " in
+*"terminated.exitCode"*) cat "$d/exitcode" 2>/dev/null ;;
 *" apply "*) cat > "$d/applied.json" ;;
 *" get pod "*) if [ -f "$d/phase" ]; then cat "$d/phase"; else echo 'Error from server (NotFound): pods "x" not found' >&2; exit 1; fi ;;
 esac
@@ -248,5 +252,43 @@ func TestFailedPhaseAndCancel(t *testing.T) {
 	cancel()
 	if diff := cmp.Diff(runners.Killed(), <-done); diff != "" {
 		t.Fatal(diff)
+	}
+}
+
+func TestScriptRun(t *testing.T) {
+	inv := invocation(nil)
+	inv.Run.Script = ptr("echo hi > out.txt")
+	m, err := Manifest(inv, []string{"python", "-m", "entry"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := decodePod(t, m)
+	if diff := cmp.Diff([]string{"bash", "-c", "echo hi > out.txt"}, p.Spec.Containers[0].Command); diff != "" {
+		t.Fatal(diff)
+	}
+	if p.Spec.Containers[0].WorkingDir != ContainerWorkdir {
+		t.Fatalf("workingDir %q", p.Spec.Containers[0].WorkingDir)
+	}
+
+	bin, calls := fakeKubectl(t)
+	root := t.TempDir()
+	reg := runners.NewRegistry(runners.Config{Root: root}, New(Options{Kubectl: bin}))
+	run := wire.Run{InvocationID: "k3", Script: ptr("exit 5"), RunConfig: wire.RunConfig{Kube: &wire.KubeConfig{PollIntervalS: ptr(wire.Number(0.05))}}}
+	// Succeeded: by the phase alone, an empty result.
+	os.WriteFile(filepath.Join(calls, "phase"), []byte("Succeeded"), 0o600)
+	if diff := cmp.Diff(runners.Outcome{State: wire.StateSucceeded}, reg.ExecuteAs(context.Background(), runners.KindKube, run, "")); diff != "" {
+		t.Fatal(diff)
+	}
+	// Failed: the container's exit code, when kubectl tells it.
+	os.WriteFile(filepath.Join(calls, "phase"), []byte("Failed"), 0o600)
+	os.WriteFile(filepath.Join(calls, "exitcode"), []byte("5"), 0o600)
+	o := reg.ExecuteAs(context.Background(), runners.KindKube, run, "")
+	if o.State != wire.StateFailed || o.Error.TypeName != wire.ErrTypeScriptFailed || o.Error.Message != "exit status 5" || o.ExitCode == nil || *o.ExitCode != 5 {
+		t.Fatalf("%+v %+v", o, o.Error)
+	}
+	os.Remove(filepath.Join(calls, "exitcode"))
+	o = reg.ExecuteAs(context.Background(), runners.KindKube, run, "")
+	if o.State != wire.StateFailed || o.Error.Message != "pod "+PodName("k3")+" phase Failed" || o.ExitCode != nil {
+		t.Fatalf("%+v %+v", o, o.Error)
 	}
 }

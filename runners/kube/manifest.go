@@ -127,7 +127,8 @@ func Namespace(cfg *wire.KubeConfig) string {
 // a filesystem: single-node clusters, a DaemonSet) or, with
 // run_config.kube.pvc, from that ReadWriteMany claim with the invocation
 // directory as the sub-path — the claim must be what the daemon mounts as
-// its [runtime] workdir.
+// its [runtime] workdir. The container's command is entry, or `bash -c
+// <script>` for a run with a script (the image must have bash).
 func Manifest(inv runners.Invocation, entry []string) ([]byte, error) {
 	cfg := inv.Run.RunConfig.Kube
 	if cfg == nil {
@@ -144,6 +145,9 @@ func Manifest(inv runners.Invocation, entry []string) ([]byte, error) {
 	res, err := resources(cfg)
 	if err != nil {
 		return nil, err
+	}
+	if inv.Run.Script != nil {
+		entry = runners.ScriptArgv(*inv.Run.Script)
 	}
 	c := container{
 		Name: "entry", Image: image, Command: entry, WorkingDir: ContainerWorkdir,

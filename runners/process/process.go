@@ -66,7 +66,7 @@ func (r *Runner) Kind() string { return runners.KindProcess }
 func Argv(run wire.Run, entry []string) []string {
 	var argv []string
 	if run.Script != nil {
-		argv = []string{"bash", "-c", *run.Script}
+		argv = runners.ScriptArgv(*run.Script)
 	} else {
 		argv = append([]string(nil), entry...)
 	}
@@ -88,17 +88,9 @@ func (r *Runner) Run(ctx context.Context, inv runners.Invocation) runners.Outcom
 		return o
 	}
 	if inv.Run.Script != nil {
-		return scriptOutcome(exited)
+		return runners.ScriptDone(exited)
 	}
 	return runners.ReadOutcome(inv.Workdir, exited)
-}
-
-// scriptOutcome decides a script by its exit status alone.
-func scriptOutcome(exited error) runners.Outcome {
-	if exited == nil {
-		return runners.Outcome{State: wire.StateSucceeded}
-	}
-	return runners.ScriptFailed(exited)
 }
 
 // runChild spawns argv and waits. exited is nil for exit 0, else the

@@ -1,5 +1,6 @@
-// Package slurm is the `slurm` runner: the entry program as a batch job,
-// submitted with sbatch, followed with squeue, cancelled with scancel.
+// Package slurm is the `slurm` runner: the entry program, or a run's
+// script under `bash -c`, as a batch job, submitted with sbatch, followed
+// with squeue, cancelled with scancel.
 //
 // It decides the job script, how the job id is read, how SLURM job states
 // map to an outcome, and how a job is cancelled. It does not decide the
@@ -13,11 +14,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,6 +34,9 @@ const (
 	DefaultPollInterval = 5 * time.Second
 	ScriptFile          = "job.sbatch"
 	OutputFile          = "slurm.out"
+	// StatusFile is where job.sbatch records a script's exit status: the
+	// job's own state says only whether it was 0.
+	StatusFile = "script.status"
 )
 
 // Options configures the runner.
@@ -68,7 +74,8 @@ var directiveSafe = regexp.MustCompile(`^[A-Za-z0-9_.:/=,+@%-]+$`)
 
 // Script renders job.sbatch: the resource directives of run_config.slurm,
 // the DREAMLAKE_* environment, and the entry program started in the
-// workdir.
+// workdir — or, for a run with a script, `bash -c <script>` there, its
+// exit status written to StatusFile and made the job's.
 func Script(inv runners.Invocation) (string, error) {
 	cfg := inv.Run.RunConfig.Slurm
 	if cfg == nil {
@@ -103,6 +110,17 @@ func Script(inv runners.Invocation) (string, error) {
 		fmt.Fprintf(&b, "export %s=%s\n", k, shellQuote(v))
 	}
 	fmt.Fprintf(&b, "cd %s || exit 1\n", shellQuote(inv.Workdir))
+	if inv.Run.Script != nil {
+		for i, a := range runners.ScriptArgv(*inv.Run.Script) {
+			if i > 0 {
+				b.WriteString(" ")
+			}
+			b.WriteString(shellQuote(a))
+		}
+		fmt.Fprintf(&b, "\nstatus=$?\necho \"$status\" > %s\nexit \"$status\"\n",
+			shellQuote(filepath.Join(inv.Workdir, StatusFile)))
+		return b.String(), nil
+	}
 	b.WriteString("exec")
 	for _, a := range inv.Entry {
 		b.WriteString(" " + shellQuote(a))
@@ -173,6 +191,10 @@ func (r *Runner) Run(ctx context.Context, inv runners.Invocation) runners.Outcom
 		return runners.Failed(wire.ErrTypeDaemon, err.Error())
 	}
 	path := filepath.Join(inv.Workdir, ScriptFile)
+	// A redelivered run reuses its workdir: an old status must not decide.
+	if err := os.Remove(filepath.Join(inv.Workdir, StatusFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return runners.Failed(wire.ErrTypeDaemon, fmt.Sprintf("slurm runner: clear %s: %v", StatusFile, err))
+	}
 	if err := os.WriteFile(path, []byte(script), 0o700); err != nil {
 		return runners.Failed(wire.ErrTypeDaemon, fmt.Sprintf("slurm runner: write %s: %v", path, err))
 	}
@@ -224,6 +246,9 @@ func (r *Runner) follow(ctx context.Context, inv runners.Invocation, jobID strin
 			log.Info("job state", "state", state)
 			last = state
 		}
+		if phase := MapState(state); phase != Active && inv.Run.Script != nil {
+			return scriptOutcome(inv.Workdir, jobID, state)
+		}
 		switch MapState(state) {
 		case Completed:
 			return runners.ReadOutcome(inv.Workdir, nil)
@@ -242,6 +267,31 @@ func gone(workdir, jobID string) runners.Outcome {
 		return runners.ReadOutcome(workdir, nil)
 	}
 	return runners.ReadOutcome(workdir, fmt.Errorf("slurm job %s left the queue without writing %s", jobID, runners.ResultFile))
+}
+
+// scriptOutcome decides a script's job once it ended (state is its last
+// squeue state, empty when it left the queue): by the exit status the job
+// wrote, else — the job ended before bash did (a time limit, a cancel, a
+// node failure) — failed with the job's state.
+func scriptOutcome(workdir, jobID, state string) runners.Outcome {
+	b, err := os.ReadFile(filepath.Join(workdir, StatusFile))
+	if err == nil {
+		code, perr := strconv.Atoi(strings.TrimSpace(string(b)))
+		switch {
+		case perr != nil:
+			return runners.Failed(wire.ErrTypeDaemon, fmt.Sprintf("slurm runner: %s holds %q, not an exit status", StatusFile, b))
+		case code == 0:
+			return runners.Outcome{State: wire.StateSucceeded}
+		}
+		return runners.ScriptExited(code)
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return runners.Failed(wire.ErrTypeDaemon, fmt.Sprintf("slurm runner: read %s: %v", StatusFile, err))
+	}
+	if state == "" {
+		return runners.Failed(wire.ErrTypeScriptFailed, fmt.Sprintf("slurm job %s left the queue without writing %s", jobID, StatusFile))
+	}
+	return runners.Failed(wire.ErrTypeScriptFailed, fmt.Sprintf("slurm job %s %s before the script ended", jobID, state))
 }
 
 // errUnknownJob is squeue's answer for an id slurmctld no longer knows.

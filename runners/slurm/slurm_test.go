@@ -76,6 +76,64 @@ exec '/opt/entry' 'it'\''s'
 	}
 }
 
+func TestScriptOfAScriptRun(t *testing.T) {
+	inv := runners.Invocation{
+		Run:     wire.Run{InvocationID: "inv8", Script: ptr("srun hostname; echo 'done'")},
+		Workdir: "/var/lib/udf/inv8",
+		Entry:   []string{"python3", "-m", "dreamlake.lakeshore.daemon.entry"},
+	}
+	want := `#!/bin/bash
+#SBATCH --job-name=nymph-inv8
+#SBATCH --chdir=/var/lib/udf/inv8
+#SBATCH --output=/var/lib/udf/inv8/slurm.out
+#SBATCH --time=01:00:00
+export DREAMLAKE_INVOCATION_ID='inv8'
+export DREAMLAKE_WORKDIR='/var/lib/udf/inv8'
+cd '/var/lib/udf/inv8' || exit 1
+'bash' '-c' 'srun hostname; echo '\''done'\'''
+status=$?
+echo "$status" > '/var/lib/udf/inv8/script.status'
+exit "$status"
+`
+	got, err := Script(inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatal(diff)
+	}
+}
+
+func TestScriptRunWithFakeSlurm(t *testing.T) {
+	for _, mode := range []string{"all", "forget"} {
+		t.Run(mode, func(t *testing.T) {
+			opt, _ := fakeSlurm(t, mode)
+			root := t.TempDir()
+			reg := runners.NewRegistry(runners.Config{Root: root, Entry: []string{entryPath}}, New(opt))
+			run := func(script string) runners.Outcome {
+				return reg.ExecuteAs(context.Background(), runners.KindSlurm, wire.Run{InvocationID: "job2", Script: ptr(script),
+					RunConfig: wire.RunConfig{Slurm: &wire.SlurmConfig{PollIntervalS: ptr(wire.Number(0.05))}}}, "")
+			}
+			// A job that ends before its script (here: the job's shell is
+			// killed) has no status; a stale one of an earlier attempt
+			// must not decide.
+			os.MkdirAll(filepath.Join(root, "job2"), 0o700)
+			os.WriteFile(filepath.Join(root, "job2", StatusFile), []byte("0\n"), 0o600)
+			o := run("kill -9 $PPID")
+			if o.State != wire.StateFailed || o.Error.TypeName != wire.ErrTypeScriptFailed || !strings.HasPrefix(o.Error.Message, "slurm job 4242 ") || o.ExitCode != nil {
+				t.Fatalf("%+v %+v", o, o.Error)
+			}
+			o = run(`test "$PWD" = "$DREAMLAKE_WORKDIR" && test -f args.msgpack && exit 4`)
+			if o.State != wire.StateFailed || o.Error.TypeName != wire.ErrTypeScriptFailed || o.Error.Message != "exit status 4" || o.ExitCode == nil || *o.ExitCode != 4 {
+				t.Fatalf("%+v %+v", o, o.Error)
+			}
+			if diff := cmp.Diff(runners.Outcome{State: wire.StateSucceeded}, run("true")); diff != "" {
+				t.Fatal(diff)
+			}
+		})
+	}
+}
+
 func TestScriptRefusesInjection(t *testing.T) {
 	for _, cfg := range []wire.SlurmConfig{
 		{Partition: "debug\n#SBATCH --uid=0"},
