@@ -2,13 +2,17 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,8 +22,10 @@ import (
 	"github.com/nymphd/nymph/hostio/daemonconfig"
 	"github.com/nymphd/nymph/hostio/opclient"
 	"github.com/nymphd/nymph/hostio/secretfile"
+	"github.com/nymphd/nymph/runners/kube"
 	"github.com/nymphd/nymph/wirecore/operator"
 	"github.com/nymphd/nymph/wirecore/wire"
+	"github.com/tinylib/msgp/msgp"
 )
 
 // ctlCommand is one `nymph ctl` verb.
@@ -37,8 +43,10 @@ func ctlCommands() map[string]ctlCommand {
 		"hibernate":   {"hibernate WORKER --until RFC3339|+DURATION", "send a worker to sleep", ctlHibernate},
 		"reset":       {"reset WORKER", "reset a worker's poll backoff", ctlReset},
 		"update":      {"update WORKER|--all [--version V] [--url URL --sha256 HEX] [--wait D]", "have workers replace their binary (from serve --releases unless --url)", ctlUpdate},
-		"run":         {"run --queue Q --runner R [--run-config JSON|@FILE] [--args FILE] [--module M --qualname Q] [--image I] [--wait]", "queue a function invocation", ctlRunInvocation},
+		"run":         {"run --runner R [--script CMD] [--arg K=V]... [--arg-json JSON] [--env K=V]... [--queue Q] [--run-config JSON|@FILE] [--args FILE] [--module M --qualname Q] [--image I] [--wait]", "queue a function invocation, or a script", ctlRunInvocation},
 		"invocations": {"invocations [ID [--wait]] [--json]", "list invocations, or show one (--wait: until it ends)", ctlInvocations},
+		"config":      {"config WORKER|--all KEY=VALUE...", "set a worker's live configuration (poll.wait_max_s, poll.retry_min_s, poll.retry_max_s, runtime.max_invocations, log.level; KEY= removes one)", ctlConfig},
+		"kill":        {"kill INVOCATION|EXEC [--reason R] [--wait]", "stop an invocation or an exec: queued at once, running by a cancel to its daemon", ctlKill},
 		"logs":        {"logs EXEC_ID [--follow]", "print an exec's streamed output", ctlLogs},
 		"wait":        {"wait WORKER [--state S] [--timeout D]", "wait until a worker is registered (and in state S)", ctlWait},
 		"ca":          {"ca [--pem]", "show the CA the server was verified by (--pem: its certificate, to keep as a CA file)", ctlCA},
@@ -526,18 +534,28 @@ func ctlRunInvocation(ctx context.Context, c *ctlRun, args []string) int {
 	fs := c.flags("run")
 	queue := fs.String("queue", "default", "queue to put the invocation on")
 	runner := fs.String("runner", "", "runner kind: process, docker, gvisor, slurm, kube")
+	script := fs.String("script", "", "run bash -c `CMD` instead of the entry program (in the workdir; /workspace in a container or Pod); it succeeds when it exits 0")
 	argsFile := fs.String("args", "", "file (or -) whose bytes become args.msgpack (over 256 KiB: uploaded to the payload store)")
-	namespace := fs.String("namespace", defaultPayloadNamespace, "payload store namespace --args over 256 KiB is uploaded to")
-	module := fs.String("module", "__main__", "function module")
-	qualname := fs.String("qualname", "main", "function qualified name")
-	image := fs.String("image", "", "container image (docker, gvisor, kube)")
+	var argKV runArgFlag
+	fs.Var(&argKV, "arg", "set `K=V` in args.msgpack, a msgpack map of strings (repeatable; not with --args)")
+	argJSON := fs.String("arg-json", "", "args.msgpack as a msgpack map from a `JSON` object, or @FILE (- for stdin); --arg sets keys on top (not with --args)")
+	env := envFlag{}
+	fs.Var(env, "env", "set `K=V` in the run's environment (repeatable): run_config.docker.env on docker and gvisor; on the other runners only with --script, exported before it")
+	namespace := fs.String("namespace", defaultPayloadNamespace, "payload store namespace args.msgpack over 256 KiB is uploaded to")
+	module := fs.String("module", "", "function module (default __main__; none with --script)")
+	qualname := fs.String("qualname", "", "function qualified name (default main; none with --script)")
+	image := fs.String("image", "", "container image: required by docker and gvisor, "+kube.DefaultImage+" by default on kube; the host runners (process, slurm) take none")
 	runConfig := fs.String("run-config", "", "run_config as JSON, or @FILE (- for stdin); --runner and --image override its keys")
 	var tags stringList
 	fs.Var(&tags, "require-tag", "only a worker with this k=v tag may take it (repeatable)")
-	wait := fs.Bool("wait", false, "wait until the invocation ends; exit 0 only if it succeeded")
+	wait := fs.Bool("wait", false, "wait until the invocation ends and say how (a script: its exit status); exit 0 only if it succeeded")
 	asJSON := fs.Bool("json", false, "print the invocation as JSON")
 	if _, _, st := c.prepare("run", fs, args, 0, false); st >= 0 {
 		return st
+	}
+	hasScript := flagGiven(fs, "script")
+	if hasScript && strings.TrimSpace(*script) == "" {
+		return c.usageErr("run", "--script needs a command")
 	}
 	rc, err := parseRunConfig(c.env, *runConfig)
 	if err != nil {
@@ -552,17 +570,35 @@ func ctlRunInvocation(ctx context.Context, c *ctlRun, args []string) int {
 	if rc.Runner == "" {
 		return c.usageErr("run", "--runner (or run_config.runner) is required")
 	}
+	if len(env) > 0 {
+		kind, _ := wire.RunnerKind(rc.Runner)
+		if st := c.runEnv(&rc, kind, hasScript, script, env); st >= 0 {
+			return st
+		}
+	}
 	req := operator.RunRequest{
 		Queue:        *queue,
-		Function:     wire.Function{Module: *module, Qualname: *qualname},
+		Function:     runFunction(hasScript, *module, *qualname),
 		RunConfig:    rc,
 		RequiredTags: tags,
 	}
-	if *argsFile != "" {
-		data, err := readInput(c.env, *argsFile)
-		if err != nil {
+	if hasScript {
+		req.Script = script
+	}
+	var data []byte
+	switch {
+	case *argsFile != "" && (len(argKV) > 0 || *argJSON != ""):
+		return c.usageErr("run", "--args gives args.msgpack whole: not with --arg or --arg-json")
+	case *argsFile != "":
+		if data, err = readInput(c.env, *argsFile); err != nil {
 			return c.usageErr("run", "--args: %v", err)
 		}
+	case len(argKV) > 0 || *argJSON != "":
+		if data, err = buildRunArgs(c.env, *argJSON, argKV); err != nil {
+			return c.usageErr("run", "%v", err)
+		}
+	}
+	if data != nil {
 		if req.ArgsBlob, req.PayloadRef, err = c.payload(ctx, *namespace, data); err != nil {
 			return c.fail(err)
 		}
@@ -575,7 +611,19 @@ func ctlRunInvocation(ctx context.Context, c *ctlRun, args []string) int {
 		return c.printInvocation(inv, *asJSON)
 	}
 	termtext.Fprintf(c.env.stderr, "queued invocation %s on %s; waiting\n", inv.ID, inv.Queue)
-	return c.showInvocation(ctx, inv.ID, true, *asJSON)
+	if inv, err = c.client.WaitInvocation(ctx, inv.ID); err != nil {
+		return c.fail(err)
+	}
+	if st := c.printInvocation(inv, *asJSON); st != 0 {
+		return st
+	}
+	if !*asJSON {
+		printRunEnd(c.env.stdout, inv, hasScript)
+	}
+	if inv.State != wire.StateSucceeded {
+		return 1
+	}
+	return 0
 }
 
 // parseRunConfig reads --run-config: inline JSON, or @FILE (@- for
@@ -750,4 +798,202 @@ func ctlWait(ctx context.Context, c *ctlRun, args []string) int {
 	}
 	termtext.Fprintf(c.env.stdout, "worker %s is %s\n", w.ID, w.State)
 	return 0
+}
+
+// flagGiven reports whether the flag name was set on the command line.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}
+
+// runFunction is the function a run names: the module and qualname given,
+// defaulting to __main__.main for the entry program. A script runs instead
+// of the entry program, so it names none unless asked to (the control
+// plane takes a run with a script and no function.module).
+func runFunction(script bool, module, qualname string) wire.Function {
+	if script {
+		return wire.Function{Module: module, Qualname: qualname}
+	}
+	return wire.Function{Module: cmp.Or(module, "__main__"), Qualname: cmp.Or(qualname, "main")}
+}
+
+// shellName is an environment variable name a shell can export.
+var shellName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// runEnv applies --env to a run. docker and gvisor have an environment in
+// run_config (docker.env; --env wins over the same key there). The other
+// runners have none on the wire, so only a script can take it: the
+// variables are exported on the script's first line. An entry program run
+// on them is refused rather than run without what was asked.
+func (c *ctlRun) runEnv(rc *wire.RunConfig, kind string, hasScript bool, script *string, env envFlag) int {
+	keys := slices.Sorted(maps.Keys(env))
+	if kind == wire.RunnerDocker || kind == wire.RunnerGVisor {
+		if rc.Docker == nil {
+			rc.Docker = &wire.DockerConfig{}
+		}
+		if rc.Docker.Env == nil {
+			rc.Docker.Env = map[string]string{}
+		}
+		maps.Copy(rc.Docker.Env, env)
+		return proceed
+	}
+	if !hasScript {
+		return c.usageErr("run", "--env: run_config has no environment for the %s runner (only docker and gvisor have one); "+
+			"with --script the variables are exported before it, and an entry program can read args.msgpack (--arg)", rc.Runner)
+	}
+	var b strings.Builder
+	b.WriteString("export")
+	for _, k := range keys {
+		if !shellName.MatchString(k) {
+			return c.usageErr("run", "--env %s: not a name a shell can export", k)
+		}
+		b.WriteString(" " + k + "=" + shellQuote(env[k]))
+	}
+	*script = b.String() + "\n" + *script
+	return proceed
+}
+
+// shellQuote single-quotes s for bash.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// runArgFlag collects repeated --arg K=V; a later K wins.
+type runArgFlag map[string]string
+
+func (a *runArgFlag) String() string { return "" }
+
+func (a *runArgFlag) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want K=V, got %q", s)
+	}
+	if *a == nil {
+		*a = runArgFlag{}
+	}
+	(*a)[k] = v
+	return nil
+}
+
+// buildRunArgs makes args.msgpack from --arg-json (a JSON object, inline
+// or @FILE) and --arg K=V: a msgpack map with string keys, sorted. JSON
+// values map to their msgpack kinds (a number without a fraction or
+// exponent to an integer); --arg values are strings and replace a key the
+// JSON has. docs/protocol.md, "Writing an entry program", describes it.
+func buildRunArgs(env *cliEnv, argJSON string, kv runArgFlag) ([]byte, error) {
+	obj := map[string]any{}
+	if argJSON != "" {
+		data := []byte(argJSON)
+		if name, ok := strings.CutPrefix(argJSON, "@"); ok {
+			var err error
+			if data, err = readInput(env, name); err != nil {
+				return nil, fmt.Errorf("--arg-json: %w", err)
+			}
+		}
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.UseNumber()
+		if err := dec.Decode(&obj); err != nil {
+			return nil, fmt.Errorf("--arg-json: not a JSON object: %w", err)
+		}
+		if dec.More() {
+			return nil, errors.New("--arg-json: trailing data after the JSON object")
+		}
+		if obj == nil {
+			return nil, errors.New("--arg-json: not a JSON object: null")
+		}
+	}
+	for k, v := range kv {
+		obj[k] = v
+	}
+	return appendMsgpack(nil, obj)
+}
+
+// appendMsgpack appends v, as encoding/json decodes it with UseNumber, in
+// msgpack.
+func appendMsgpack(b []byte, v any) ([]byte, error) {
+	switch v := v.(type) {
+	case nil:
+		return msgp.AppendNil(b), nil
+	case bool:
+		return msgp.AppendBool(b, v), nil
+	case string:
+		return msgp.AppendString(b, v), nil
+	case json.Number:
+		if !strings.ContainsAny(v.String(), ".eE") {
+			if i, err := v.Int64(); err == nil {
+				return msgp.AppendInt64(b, i), nil
+			}
+		}
+		f, err := v.Float64()
+		if err != nil {
+			return nil, fmt.Errorf("--arg-json: number %s: %w", v, err)
+		}
+		return msgp.AppendFloat64(b, f), nil
+	case []any:
+		b = msgp.AppendArrayHeader(b, uint32(len(v)))
+		for _, e := range v {
+			var err error
+			if b, err = appendMsgpack(b, e); err != nil {
+				return nil, err
+			}
+		}
+		return b, nil
+	case map[string]any:
+		b = msgp.AppendMapHeader(b, uint32(len(v)))
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			b = msgp.AppendString(b, k)
+			var err error
+			if b, err = appendMsgpack(b, v[k]); err != nil {
+				return nil, err
+			}
+		}
+		return b, nil
+	}
+	return nil, fmt.Errorf("--arg-json: cannot encode %T", v)
+}
+
+// maxResultJSON bounds the result ctl run --wait prints as JSON.
+const maxResultJSON = 4 << 10
+
+// printRunEnd adds to what printInvocation said of an ended run: a
+// script's exit status and where its output went, and a result that is a
+// msgpack map or array as JSON.
+func printRunEnd(w io.Writer, inv operator.Invocation, script bool) {
+	if script {
+		if inv.State == wire.StateSucceeded {
+			fmt.Fprintln(w, "exit status 0")
+		}
+		if inv.WorkerID != "" {
+			termtext.Fprintf(w, "the script's output is in the daemon log on %s\n", inv.WorkerID)
+		}
+	}
+	if js, ok := resultJSON(inv.ResultBlob); ok {
+		if len(js) > maxResultJSON {
+			fmt.Fprintf(w, "result as JSON: %d bytes, not shown (--json gives the blob)\n", len(js))
+			return
+		}
+		termtext.Fprintf(w, "result as JSON: %s\n", js)
+	}
+}
+
+// resultJSON renders a result blob that is one whole msgpack map or array
+// as JSON; ok is false for anything else (raw bytes, a bare scalar).
+func resultJSON(blob []byte) (string, bool) {
+	if len(blob) == 0 {
+		return "", false
+	}
+	switch msgp.NextType(blob) {
+	case msgp.MapType, msgp.ArrayType:
+	default:
+		return "", false
+	}
+	if rest, err := msgp.Skip(blob); err != nil || len(rest) > 0 {
+		return "", false
+	}
+	var buf bytes.Buffer
+	if _, err := msgp.UnmarshalAsJSON(&buf, blob); err != nil {
+		return "", false
+	}
+	return buf.String(), true
 }

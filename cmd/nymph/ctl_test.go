@@ -277,3 +277,216 @@ func TestCtlAdminTokenFileMustBePrivate(t *testing.T) {
 		t.Fatalf("0640: exit %d, err %q, requests %v; want %q and nothing sent", code, errText, s.requests, want)
 	}
 }
+
+// runRequest is the RunRequest ctl run sent to s.
+func runRequest(t *testing.T, s *ctlServer) operator.RunRequest {
+	t.Helper()
+	var req operator.RunRequest
+	if err := json.Unmarshal(s.bodies["/v1/admin/invocations"], &req); err != nil {
+		t.Fatalf("run request: %v", err)
+	}
+	return req
+}
+
+func TestCtlRunScriptAndFunction(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		script *string
+		fn     wire.Function
+	}{
+		{[]string{"--script", "hostname"}, ptrTo("hostname"), wire.Function{}},
+		{[]string{"--script", "hostname", "--module", "m", "--qualname", "q"}, ptrTo("hostname"), wire.Function{Module: "m", Qualname: "q"}},
+		{nil, nil, wire.Function{Module: "__main__", Qualname: "main"}},
+		{[]string{"--module", "pkg.mod"}, nil, wire.Function{Module: "pkg.mod", Qualname: "main"}},
+	} {
+		s := newCtlServer()
+		args := append([]string{"run", "--runner", "process"}, tc.args...)
+		if code, _, e := runCtlTest(t, s, "", args...); code != 0 {
+			t.Fatalf("%v: %d %s", args, code, e)
+		}
+		req := runRequest(t, s)
+		if diff := cmpDiffJSON(t, tc.script, req.Script); diff != "" {
+			t.Errorf("%v: script %s", args, diff)
+		}
+		if req.Function != tc.fn {
+			t.Errorf("%v: function %+v, want %+v", args, req.Function, tc.fn)
+		}
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// cmpDiffJSON compares two values by their JSON: "" when they are alike.
+func cmpDiffJSON(t *testing.T, want, got any) string {
+	t.Helper()
+	w, _ := json.Marshal(want)
+	g, _ := json.Marshal(got)
+	if bytes.Equal(w, g) {
+		return ""
+	}
+	return "got " + string(g) + ", want " + string(w)
+}
+
+func TestCtlRunArgs(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "a.json")
+	os.WriteFile(file, []byte(`{"from": "file"}`), 0o600)
+	for _, tc := range []struct {
+		args  []string
+		stdin string
+		want  string
+	}{
+		{[]string{"--arg", "name=ada", "--arg", "n=3", "--arg", "empty=", "--arg", "eq=a=b"}, "", `{"empty":"","eq":"a=b","n":"3","name":"ada"}`},
+		{[]string{"--arg", "k=1", "--arg", "k=2"}, "", `{"k":"2"}`},
+		{[]string{"--arg-json", `{"n": 3, "f": 1.5, "e": 1e3, "big": 18446744073709551616, "l": [true, null, "s"], "m": {"x": -1}, "a": "json"}`, "--arg", "a=flag"}, "",
+			`{"a":"flag","big":18446744073709552000,"e":1000,"f":1.5,"l":[true,null,"s"],"m":{"x":-1},"n":3}`},
+		{[]string{"--arg-json", "@" + file}, "", `{"from":"file"}`},
+		{[]string{"--arg-json", "@-"}, `{"from": "stdin"}`, `{"from":"stdin"}`},
+		{[]string{"--arg-json", `{}`}, "", `{}`},
+	} {
+		s := newCtlServer()
+		args := append([]string{"run", "--runner", "process"}, tc.args...)
+		if code, _, e := runCtlTest(t, s, tc.stdin, args...); code != 0 {
+			t.Fatalf("%v: %d %s", args, code, e)
+		}
+		got, ok := resultJSON(runRequest(t, s).ArgsBlob)
+		if !ok || got != tc.want {
+			t.Errorf("%v: args.msgpack as JSON %q (ok %v), want %q", args, got, ok, tc.want)
+		}
+	}
+	// No arguments: no args_blob at all.
+	s := newCtlServer()
+	if code, _, e := runCtlTest(t, s, "", "run", "--runner", "process", "--script", "true"); code != 0 {
+		t.Fatalf("%d %s", code, e)
+	}
+	if b := runRequest(t, s).ArgsBlob; len(b) != 0 {
+		t.Fatalf("args_blob %q, want none", b)
+	}
+}
+
+func TestCtlRunEnv(t *testing.T) {
+	// docker and gvisor: run_config.docker.env, --env over the JSON's.
+	for _, runner := range []string{"docker", "gvisor"} {
+		s := newCtlServer()
+		code, _, e := runCtlTest(t, s, "", "run", "--runner", runner, "--image", "img", "--run-config", `{"docker": {"env": {"A": "json", "B": "json"}, "network": "none"}}`,
+			"--env", "A=flag", "--env", "C=it's")
+		if code != 0 {
+			t.Fatalf("%s: %d %s", runner, code, e)
+		}
+		req := runRequest(t, s)
+		if d := req.RunConfig.Docker; d == nil || d.Network != "none" || cmpDiffJSON(t, map[string]string{"A": "flag", "B": "json", "C": "it's"}, d.Env) != "" || req.Script != nil {
+			t.Fatalf("%s: run_config %+v", runner, req.RunConfig)
+		}
+	}
+	// The other runners: exported before the script, whatever the kind.
+	for _, runner := range []string{"process", "subprocess", "slurm", "kube"} {
+		s := newCtlServer()
+		code, _, e := runCtlTest(t, s, "", "run", "--runner", runner, "--script", "echo $B", "--env", "B=it's b", "--env", "A=1")
+		if code != 0 {
+			t.Fatalf("%s: %d %s", runner, code, e)
+		}
+		req := runRequest(t, s)
+		if want := "export A='1' B='it'\\''s b'\necho $B"; req.Script == nil || *req.Script != want || req.RunConfig.Docker != nil {
+			t.Fatalf("%s: script %q, want %q", runner, ptrOr(req.Script), want)
+		}
+	}
+}
+
+func ptrOr(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
+}
+
+func TestCtlRunUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	args := filepath.Join(dir, "args.bin")
+	os.WriteFile(args, []byte("x"), 0o600)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--runner", "process", "--script", ""}, "--script needs a command"},
+		{[]string{"--runner", "process", "--script", "  "}, "--script needs a command"},
+		{[]string{"--runner", "process", "--args", args, "--arg", "a=b"}, "not with --arg"},
+		{[]string{"--runner", "process", "--args", args, "--arg-json", "{}"}, "not with --arg"},
+		{[]string{"--runner", "process", "--arg", "noequals"}, "want K=V"},
+		{[]string{"--runner", "process", "--arg", "=v"}, "want K=V"},
+		{[]string{"--runner", "process", "--arg-json", "[1]"}, "not a JSON object"},
+		{[]string{"--runner", "process", "--arg-json", "null"}, "not a JSON object"},
+		{[]string{"--runner", "process", "--arg-json", `{"a":1} {}`}, "trailing data"},
+		{[]string{"--runner", "process", "--arg-json", "@" + filepath.Join(dir, "missing.json")}, "--arg-json"},
+		{[]string{"--runner", "process", "--env", "A=1"}, "no environment for the process runner"},
+		{[]string{"--runner", "slurm", "--env", "A=1"}, "no environment for the slurm runner"},
+		{[]string{"--runner", "kube", "--env", "A=1"}, "no environment for the kube runner"},
+		{[]string{"--runner", "process", "--script", "true", "--env", "A-B=1"}, "not a name a shell can export"},
+	} {
+		s := newCtlServer()
+		code, _, errText := runCtlTest(t, s, "", append([]string{"run"}, tc.args...)...)
+		if code != 2 || !strings.Contains(errText, tc.want) {
+			t.Errorf("%v: code=%d stderr=%q, want 2 and %q", tc.args, code, errText, tc.want)
+		}
+		if len(s.requests) != 0 {
+			t.Errorf("%v: sent %v before checking arguments", tc.args, s.requests)
+		}
+	}
+}
+
+// runWaitTest runs ctl run --wait against a server that queues the run as
+// i1 and answers it ended as end.
+func runWaitTest(t *testing.T, end operator.Invocation, args ...string) (int, string) {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inv := operator.Invocation{ID: "i1", Queue: "default", Runner: "process", State: "queued"}
+		if r.Method == http.MethodGet && r.URL.Path == "/v1/admin/invocations/i1" {
+			inv = end
+			inv.ID, inv.Queue, inv.Runner = "i1", "default", "process"
+		}
+		json.NewEncoder(w).Encode(inv)
+	}))
+	t.Cleanup(srv.Close)
+	var out, errb bytes.Buffer
+	env := &cliEnv{
+		stdin: strings.NewReader(""), stdout: &out, stderr: &errb,
+		getenv: func(k string) string {
+			return map[string]string{"NYMPH_SERVER": srv.URL, "NYMPH_ADMIN_TOKEN": "tok"}[k]
+		},
+		signals: make(chan os.Signal),
+	}
+	code := runCtl(context.Background(), env, append([]string{"run", "--runner", "process", "--wait"}, args...))
+	if !strings.Contains(errb.String(), "queued invocation i1 on default; waiting") {
+		t.Errorf("stderr %q", errb.String())
+	}
+	return code, out.String()
+}
+
+func TestCtlRunWaitSaysHowItEnded(t *testing.T) {
+	code, out := runWaitTest(t, operator.Invocation{State: "succeeded", WorkerID: "w1"}, "--script", "hostname")
+	if want := "invocation i1 succeeded on w1\nexit status 0\nthe script's output is in the daemon log on w1\n"; code != 0 || out != want {
+		t.Errorf("script succeeded: %d %q, want 0 %q", code, out, want)
+	}
+	code, out = runWaitTest(t, operator.Invocation{State: "failed", WorkerID: "w1",
+		Error: &wire.ErrorInfo{TypeName: "ScriptFailed", Message: "exit status 3"}}, "--script", "exit 3")
+	if want := "invocation i1 failed on w1\nerror: ScriptFailed: exit status 3\nthe script's output is in the daemon log on w1\n"; code != 1 || out != want {
+		t.Errorf("script failed: %d %q, want 1 %q", code, out, want)
+	}
+	// An entry program's result that is a msgpack map is shown as JSON.
+	blob := []byte{0x81, 0xa8, 'g', 'r', 'e', 'e', 't', 'i', 'n', 'g', 0xa2, 'h', 'i', 0x1b}
+	code, out = runWaitTest(t, operator.Invocation{State: "succeeded", WorkerID: "w1", ResultBlob: blob[:len(blob)-1]})
+	if want := "invocation i1 succeeded on w1\nresult: 13 bytes\nresult as JSON: {\"greeting\":\"hi\"}\n"; code != 0 || out != want {
+		t.Errorf("entry: %d %q, want 0 %q", code, out, want)
+	}
+	// Raw bytes, a bare scalar or trailing bytes: the size only.
+	for _, b := range [][]byte{[]byte("computed in a pod"), {0x05}, blob} {
+		_, out = runWaitTest(t, operator.Invocation{State: "succeeded", WorkerID: "w1", ResultBlob: b})
+		if strings.Contains(out, "as JSON") {
+			t.Errorf("%q shown as JSON: %q", b, out)
+		}
+	}
+	// --json prints the invocation only.
+	code, out = runWaitTest(t, operator.Invocation{State: "succeeded", WorkerID: "w1"}, "--script", "true", "--json")
+	if code != 0 || strings.Contains(out, "exit status") || !strings.Contains(out, `"state": "succeeded"`) {
+		t.Errorf("--json: %d %q", code, out)
+	}
+}
