@@ -3,11 +3,14 @@ package wire_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/nymphd/nymph/gen/goldens/vectors"
 	"github.com/nymphd/nymph/wirecore/wire"
+	"github.com/tinylib/msgp/msgp"
 )
 
 // message is a pointer to a wire message type T.
@@ -86,6 +89,7 @@ func FuzzSetup(f *testing.F)               { fuzzDecoder[wire.Setup](f) }
 func FuzzExec(f *testing.F)                { fuzzDecoder[wire.Exec](f) }
 func FuzzOTAUpdate(f *testing.F)           { fuzzDecoder[wire.OTAUpdate](f) }
 func FuzzRun(f *testing.F)                 { fuzzDecoder[wire.Run](f) }
+func FuzzCancel(f *testing.F)              { fuzzDecoder[wire.Cancel](f) }
 
 // reencode encodes the typed body of a directive; false for directives
 // without one.
@@ -103,6 +107,8 @@ func reencode(t *testing.T, d wire.Directive) ([]byte, bool) {
 	case wire.OTAUpdateCommand:
 		enc, err = x.Body.MarshalMsg(nil)
 	case wire.RunCommand:
+		enc, err = x.Body.MarshalMsg(nil)
+	case wire.CancelCommand:
 		enc, err = x.Body.MarshalMsg(nil)
 	default:
 		return nil, false
@@ -135,7 +141,7 @@ func FuzzDispatch(f *testing.F) {
 			}
 			aug, _ := injectUnknown(f, b, v.Fields)
 			kind := v.Name[8:]
-			for _, k := range []string{wire.KindHibernate, wire.KindSetup, wire.KindExec, wire.KindOTAUpdate, wire.KindRun} {
+			for _, k := range []string{wire.KindHibernate, wire.KindSetup, wire.KindExec, wire.KindOTAUpdate, wire.KindRun, wire.KindCancel} {
 				if len(kind) >= len(k) && kind[:len(k)] == k {
 					f.Add(k, aug)
 				}
@@ -159,5 +165,34 @@ func FuzzDispatch(f *testing.F) {
 		if diff := cmp.Diff(d, again, valueOpts); diff != "" {
 			t.Fatalf("dispatch of the re-encoded body differs (-first +again):\n%s", diff)
 		}
+	})
+}
+
+// FuzzPlaneConfig: whatever a plane puts in a config map, reading its
+// extensions and its live values never panics, agrees only to known
+// extensions, and takes only values ParseLiveConfig accepts.
+func FuzzPlaneConfig(f *testing.F) {
+	f.Add(wire.ConfigExtensions, []byte(wire.EncodeExtensions([]string{"cancel", "x"})))
+	f.Add(wire.ConfigWaitMaxS, []byte(wire.EncodeLiveConfig(wire.ConfigWaitMaxS, wire.LiveValue{Number: 2.5})))
+	f.Add(wire.ConfigLogLevel, []byte(wire.EncodeLiveConfig(wire.ConfigLogLevel, wire.LiveValue{Level: "debug"})))
+	f.Add(wire.ConfigMaxInvocations, []byte{0xdc, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, key string, raw []byte) {
+		for _, e := range wire.ConfigExtensionsOf(map[string]msgp.Raw{wire.ConfigExtensions: raw}) {
+			if !slices.Contains(wire.KnownExtensions[:], e) {
+				t.Fatalf("agreed to unknown extension %q", e)
+			}
+		}
+		v, err := wire.DecodeLiveConfig(key, raw)
+		if err != nil {
+			return
+		}
+		s := v.Level
+		if s == "" {
+			s = strconv.FormatFloat(v.Number, 'f', -1, 64)
+		}
+		if _, err := wire.ParseLiveConfig(key, s); err != nil {
+			t.Fatalf("decoded %q = %+v, which ParseLiveConfig refuses: %v", key, v, err)
+		}
+		_ = wire.ParseCursor(&key)
 	})
 }
