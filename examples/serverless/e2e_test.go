@@ -1,0 +1,221 @@
+package serverless_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nymphd/nymph/wirecore/operator"
+)
+
+const adminToken, daemonToken = "admin-secret-sls", "daemon-secret-sls"
+
+// The real nymph daemon against plane.js, the wasm core behind Node's
+// http module: its hello registers a worker, an exec queued through the
+// JavaScript plane runs, and its result is recorded there.
+func TestDaemonAgainstJavaScriptPlane(t *testing.T) {
+	if runtime.GOOS == "js" || runtime.GOOS == "wasip1" {
+		t.Skip("it starts node and nymph: it runs on the host, not under wasm")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed: plane.js needs it")
+	}
+	if _, err := os.Stat("/bin/bash"); err != nil {
+		t.Skip("bash is needed: the daemon runs execs under it")
+	}
+	dir := t.TempDir()
+	wasm, nymph := filepath.Join(dir, "plane.wasm"), filepath.Join(dir, "nymph")
+	var wg sync.WaitGroup
+	for _, b := range []struct {
+		out, pkg string
+		env      []string
+	}{
+		{wasm, "./planewasm", []string{"GOOS=js", "GOARCH=wasm"}},
+		{nymph, "../../cmd/nymph", nil},
+	} {
+		wg.Go(func() {
+			cmd := exec.Command("go", "build", "-o", b.out, b.pkg)
+			cmd.Env = append(os.Environ(), b.env...)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("go build %s: %v\n%s", b.pkg, err, out)
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+
+	planeLog, daemonLog := &syncBuffer{}, &syncBuffer{}
+	t.Cleanup(func() { // runs last, once both have stopped
+		if t.Failed() {
+			t.Logf("plane.js output:\n%s\nnymph daemon output:\n%s", planeLog, daemonLog)
+		}
+	})
+	script, err := filepath.Abs("plane.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plane := start(t, "plane.js", planeLog, []string{"PLANE_WASM=" + wasm, "LISTEN=127.0.0.1:0",
+		"STATE_FILE=" + filepath.Join(dir, "state.json"), "ADMIN_TOKEN=" + adminToken, "DAEMON_TOKEN=" + daemonToken},
+		node, script)
+	listening := regexp.MustCompile(`listening on (http://\S+)`)
+	var url string
+	waitUntil(t, 20*time.Second, "plane.js to listen", func() bool {
+		if m := listening.FindStringSubmatch(planeLog.String()); m != nil {
+			url = m[1]
+		}
+		return url != "" || plane.ended()
+	})
+	if url == "" {
+		t.Fatal("plane.js ended before it listened")
+	}
+
+	tokenFile, config := filepath.Join(dir, "daemon.token"), filepath.Join(dir, "daemon.toml")
+	writeFile(t, tokenFile, daemonToken+"\n")
+	writeFile(t, config, `[daemon]
+machine_id = "sls-1"
+label = "serverless e2e"
+
+[runtime]
+keep_alive_s = -1
+max_invocations = 2
+
+[poll]
+retry_min_s = 0.1
+retry_max_s = 0.5
+`)
+	start(t, "nymph daemon", daemonLog, []string{"NYMPH_CLOUD_METADATA=off"}, nymph, "daemon", "--config", config,
+		"--server", url, "--token-file", tokenFile, "--workdir", filepath.Join(dir, "work"))
+
+	admin := func(method, path string, body, into any) {
+		t.Helper()
+		var in io.Reader
+		if body != nil {
+			b, _ := json.Marshal(body)
+			in = bytes.NewReader(b)
+		}
+		req, _ := http.NewRequest(method, url+path, in)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s %s: %s %s", method, path, resp.Status, raw)
+		}
+		if err := json.Unmarshal(raw, into); err != nil {
+			t.Fatalf("%s %s: %v in %s", method, path, err, raw)
+		}
+	}
+
+	var workerID string
+	waitUntil(t, 20*time.Second, "the daemon's hello", func() bool {
+		var workers []operator.Worker
+		admin("GET", operator.PathWorkers, nil, &workers)
+		for _, w := range workers {
+			if w.MachineID == "sls-1" {
+				workerID = w.ID
+			}
+		}
+		return workerID != ""
+	})
+
+	var accepted operator.ExecAccepted
+	admin("POST", strings.Replace(operator.PathExec, "{id}", workerID, 1), operator.ExecRequest{Command: "echo hello"}, &accepted)
+	var status operator.ExecStatus
+	waitUntil(t, 20*time.Second, "the exec's result", func() bool {
+		admin("GET", strings.Replace(operator.PathExecStatus, "{id}", accepted.ExecID, 1), nil, &status)
+		return status.State == "finished"
+	})
+	if r := status.Result; r == nil || r.ExitCode != 0 || r.Stdout != "hello\n" || r.Error != nil {
+		t.Fatalf("exec %s recorded as %+v", accepted.ExecID, r)
+	}
+}
+
+// proc is a process of the test.
+type proc struct{ exited chan struct{} }
+
+func (p *proc) ended() bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// start runs name with env added to the test's, its output in log, and
+// interrupts it (then kills it) when the test ends.
+func start(t *testing.T, what string, log io.Writer, env []string, name string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", what, err)
+	}
+	p := &proc{exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-p.exited:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-p.exited
+			t.Logf("%s did not end within 5s of an interrupt: killed", what)
+		}
+	})
+	return p
+}
+
+// waitUntil returns once cond holds, and fails the test when it has not
+// within the bound.
+func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(within); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+	}
+}
+
+// syncBuffer is a process's output, read by the test while it is written.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func writeFile(t *testing.T, name, content string) {
+	t.Helper()
+	if err := os.WriteFile(name, []byte(content), 0o600); err != nil {
+		t.Fatal(fmt.Errorf("write %s: %w", name, err))
+	}
+}

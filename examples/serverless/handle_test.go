@@ -1,0 +1,140 @@
+package serverless
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/nymphd/nymph/wirecore/operator"
+	"github.com/nymphd/nymph/wirecore/wire"
+	"github.com/tinylib/msgp/msgp"
+)
+
+// store is the handler's store in this test: one state, read before and
+// written after every request.
+type store struct {
+	t     *testing.T
+	state []byte
+	now   time.Time
+}
+
+var tokens = Tokens{Daemon: "daemon-secret", Admin: "admin-secret"}
+
+func (s *store) do(method, path, bearer string, body []byte) Response {
+	s.t.Helper()
+	s.now = s.now.Add(time.Second)
+	r, err := Handle(s.state, s.now, Request{Method: method, Path: path, Authorization: "Bearer " + bearer, Body: body}, tokens, rand.Reader)
+	if err != nil {
+		s.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	s.state = r.State
+	return r
+}
+
+func (s *store) daemon(path string, body msgp.Marshaler) Response {
+	s.t.Helper()
+	raw, err := body.MarshalMsg(nil)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	r := s.do("POST", path, tokens.Daemon, raw)
+	if r.Status != 200 || r.ContentType != wire.ContentTypeMsgpack {
+		s.t.Fatalf("POST %s: %d %s %q", path, r.Status, r.ContentType, r.Body)
+	}
+	return r
+}
+
+func (s *store) admin(method, path string, body, into any) {
+	s.t.Helper()
+	var raw []byte
+	if body != nil {
+		raw, _ = json.Marshal(body)
+	}
+	r := s.do(method, path, tokens.Admin, raw)
+	if r.Status != 200 || r.ContentType != wire.ContentTypeJSON {
+		s.t.Fatalf("%s %s: %d %s %s", method, path, r.Status, r.ContentType, r.Body)
+	}
+	if err := json.Unmarshal(r.Body, into); err != nil {
+		s.t.Fatalf("%s %s: %v in %s", method, path, err, r.Body)
+	}
+}
+
+// A worker's whole exec, each request on a plane restored from the state
+// the previous one stored.
+func TestExecThroughStoredState(t *testing.T) {
+	s := &store{t: t, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	one, version := "1", "0.1.0"
+	var hello wire.HelloResponse
+	raw := s.daemon(wire.PathHello, &wire.HelloRequest{
+		MachineID: "m1", Label: "box", Tags: []string{},
+		Capabilities: wire.Capabilities{Runners: []string{"process"}, MaxInvocations: 4},
+		Versions:     wire.Versions{Daemon: &version, Protocol: &one},
+	}).Body
+	if _, err := hello.UnmarshalMsg(raw); err != nil || hello.WorkerID == nil {
+		t.Fatalf("hello response %+v: %v", hello, err)
+	}
+	worker := *hello.WorkerID
+
+	poll := &wire.PollRequest{WorkerID: worker, Queue: "default", TimeoutS: 20}
+	var got wire.PollResponse
+	r := s.daemon(wire.PathPoll, poll)
+	if _, err := got.UnmarshalMsg(r.Body); err != nil || len(got.Commands) != 0 || !r.Parked {
+		t.Fatalf("idle poll: parked %v, %+v, %v", r.Parked, got, err)
+	}
+
+	var workers []operator.Worker
+	s.admin("GET", operator.PathWorkers, nil, &workers)
+	if len(workers) != 1 || workers[0].ID != worker {
+		t.Fatalf("workers %+v", workers)
+	}
+	var accepted operator.ExecAccepted
+	s.admin("POST", "/v1/admin/workers/"+worker+"/exec", operator.ExecRequest{Command: "echo hello"}, &accepted)
+
+	r = s.daemon(wire.PathPoll, poll)
+	if _, err := got.UnmarshalMsg(r.Body); err != nil || len(got.Commands) != 1 || r.Parked {
+		t.Fatalf("poll after the exec: parked %v, %+v, %v", r.Parked, got, err)
+	}
+	var ex wire.Exec
+	if _, err := ex.UnmarshalMsg(got.Commands[0].Body); err != nil || ex.ExecID != accepted.ExecID || ex.Command != "echo hello" {
+		t.Fatalf("exec %+v: %v", ex, err)
+	}
+	s.daemon(wire.PathExecResult(ex.ExecID), &wire.ExecResult{ExitCode: 0, Stdout: "hello\n"})
+
+	var status operator.ExecStatus
+	s.admin("GET", "/v1/admin/execs/"+ex.ExecID, nil, &status)
+	if status.State != "finished" || status.Result == nil || status.Result.Stdout != "hello\n" {
+		t.Fatalf("exec status %+v", status)
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	s := &store{t: t}
+	for _, c := range []struct {
+		method, path, bearer string
+		body                 []byte
+		status               int
+	}{
+		{"GET", operator.PathWorkers, "wrong", nil, 401},
+		{"GET", "/v1/admin/nothing", tokens.Admin, nil, 404},
+		{"GET", "/v1/admin/x/execs/e1", tokens.Admin, nil, 404},
+		{"POST", "/v1/daemon/exec/a/b/result", tokens.Daemon, nil, 404},
+		{"POST", wire.PathPoll, tokens.Daemon, []byte{0xc1}, 400},
+		{"POST", wire.PathPoll, "wrong", must((&wire.PollRequest{WorkerID: "w1", Queue: "default"}).MarshalMsg(nil)), 401},
+		{"POST", wire.PathHello, tokens.Daemon, msgp.AppendMapHeader(nil, 0), 422},
+	} {
+		if r := s.do(c.method, c.path, c.bearer, c.body); r.Status != c.status {
+			t.Errorf("%s %s: %d %q, want %d", c.method, c.path, r.Status, r.Body, c.status)
+		}
+	}
+	if len(s.state) != 0 {
+		t.Errorf("refusals stored a state: %s", s.state)
+	}
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
