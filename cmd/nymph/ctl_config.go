@@ -26,14 +26,9 @@ func ctlConfig(ctx context.Context, c *ctlRun, args []string) int {
 	var targets []string
 	switch {
 	case *all:
-		ws, err := c.client.Workers(ctx)
-		if err != nil {
+		var err error
+		if targets, err = c.reachableWorkers(ctx); err != nil {
 			return c.fail(err)
-		}
-		for _, w := range ws {
-			if w.State != "lost" {
-				targets = append(targets, w.ID)
-			}
 		}
 	case len(pairs) > 0 && !strings.Contains(pairs[0], "="):
 		id, st := c.worker(ctx, pairs[0])

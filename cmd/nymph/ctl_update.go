@@ -62,14 +62,9 @@ func ctlUpdate(ctx context.Context, c *ctlRun, args []string) int {
 	}
 	var targets []string
 	if *all {
-		ws, err := c.client.Workers(ctx)
-		if err != nil {
+		var err error
+		if targets, err = c.reachableWorkers(ctx); err != nil {
 			return c.fail(err)
-		}
-		for _, w := range ws {
-			if w.State != "lost" {
-				targets = append(targets, w.ID)
-			}
 		}
 		if len(targets) == 0 {
 			termtext.Fprintf(c.env.stderr, "nymph ctl: no workers to update\n")
@@ -120,6 +115,22 @@ func ctlUpdate(ctx context.Context, c *ctlRun, args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// reachableWorkers are the ids of every worker that is not lost: what a
+// verb's --all reaches.
+func (c *ctlRun) reachableWorkers(ctx context.Context) ([]string, error) {
+	ws, err := c.client.Workers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, w := range ws {
+		if w.State != "lost" {
+			ids = append(ids, w.ID)
+		}
+	}
+	return ids, nil
 }
 
 // waitUpdated waits until every queued worker has settled the update it

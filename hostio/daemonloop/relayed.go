@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/nymphd/nymph/hostio/httpclient"
 	"github.com/nymphd/nymph/hostio/transport"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
@@ -81,7 +82,7 @@ func (r relayed) endpointOf(raw string) (string, error) {
 	if u.Scheme == "" { // scheme-relative: the control plane's scheme
 		u.Scheme = r.plane.Scheme
 	}
-	if !sameOrigin(u, r.plane) {
+	if !httpclient.SameOrigin(u, r.plane) {
 		return "", fmt.Errorf("daemonloop: through a relay: %s is not on the control plane's origin %s ([server] url), and a relay carries requests to the control plane only; nothing was sent",
 			u.Redacted(), origin(r.plane))
 	}
@@ -94,26 +95,6 @@ func (r relayed) endpointOf(raw string) (string, error) {
 			u.Redacted(), r.prefix+"/")
 	}
 	return path[len(r.prefix):], nil
-}
-
-// sameOrigin compares scheme, host and port, an absent port being the
-// scheme's default.
-func sameOrigin(a, b *url.URL) bool {
-	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) &&
-		portOf(a) == portOf(b)
-}
-
-func portOf(u *url.URL) string {
-	if p := u.Port(); p != "" {
-		return p
-	}
-	switch strings.ToLower(u.Scheme) {
-	case "http":
-		return "80"
-	case "https":
-		return "443"
-	}
-	return ""
 }
 
 func origin(u *url.URL) string { return strings.ToLower(u.Scheme) + "://" + u.Host }

@@ -73,7 +73,7 @@ func (d *Downloads) Through(tr transport.Transport) *Downloads {
 // Client is the client for target: the control plane's own for its
 // origin, the public one for any other.
 func (d *Downloads) Client(target *url.URL) *http.Client {
-	if strings.EqualFold(target.Scheme, d.origin.Scheme) && strings.EqualFold(target.Host, d.origin.Host) {
+	if SameOrigin(target, d.origin) {
 		return d.own
 	}
 	return d.public
@@ -170,7 +170,7 @@ func (d *Downloads) getRelayed(ctx context.Context, target *url.URL, headers map
 // the endpoint path a relay envelope carries (as daemonloop.ThroughRelay
 // maps a log sink's URL); any other URL is refused.
 func (d *Downloads) endpointOf(target *url.URL) (string, error) {
-	if !sameOrigin(target, d.origin) {
+	if !SameOrigin(target, d.origin) {
 		return "", fmt.Errorf("download %s: not on the control plane's origin %s://%s ([server] url), and a relay carries requests to the control plane only; nothing was sent",
 			redacted(target), strings.ToLower(d.origin.Scheme), d.origin.Host)
 	}
@@ -181,9 +181,10 @@ func (d *Downloads) endpointOf(target *url.URL) (string, error) {
 	return path[len(d.prefix):], nil
 }
 
-// sameOrigin compares scheme, host and port, an absent port being the
-// scheme's default.
-func sameOrigin(a, b *url.URL) bool {
+// SameOrigin reports whether a and b have one origin: scheme, host and
+// port, an absent port being the scheme's default. It is the one test of
+// where a daemon's credentials (and its relay) may go.
+func SameOrigin(a, b *url.URL) bool {
 	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) &&
 		portOf(a) == portOf(b)
 }
