@@ -239,6 +239,15 @@ func daemonDownloads(cfg daemonconfig.Config, tr transport.Transport) (*httpclie
 	return downloads, nil
 }
 
+// announcedExtensions are the extensions the hello announces: all this
+// build knows, or none with [server] extensions = false.
+func announcedExtensions(cfg daemonconfig.Config) []string {
+	if !cfg.Server.Extensions {
+		return nil
+	}
+	return slices.Clone(wire.KnownExtensions[:])
+}
+
 // payloadResolver opens the blob cache ([mounts]) and resolves payload
 // refs: presigned through tr, fetched with downloads.
 func payloadResolver(cfg daemonconfig.Config, tr transport.Transport, downloads *httpclient.Downloads, log *slog.Logger) (*payload.Resolver, error) {
@@ -273,7 +282,7 @@ func hostMachine(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, keep
 		MachineID: cfg.Daemon.MachineID, Hostname: hostname, Label: cfg.Daemon.Label,
 		Tags: tags, Lanes: cfg.Daemon.Lanes, Runners: kinds, Workdir: cfg.Runtime.Workdir,
 		Versions: probed.Versions, DaemonVersion: Version, DefaultRunner: cfg.Runtime.DefaultRunner,
-		Extensions: slices.Clone(wire.KnownExtensions[:]),
+		Extensions: announcedExtensions(cfg),
 		Queue:      cfg.Daemon.Queue, WaitMaxS: cfg.Poll.WaitMaxS, RetryMinS: cfg.Poll.RetryMinS,
 		RetryMaxS: cfg.Poll.RetryMaxS, MaxInvocations: cfg.Runtime.MaxInvocations,
 		KeepAliveS: cfg.Runtime.KeepAliveS, GraceS: cfg.Shutdown.GraceS,

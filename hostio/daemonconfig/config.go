@@ -79,6 +79,10 @@ type Server struct {
 	// that answers with raw bytes).
 	RelayReplies    string `toml:"relay_replies"`
 	SpoolIntervalMS int    `toml:"spool_interval_ms"`
+	// Extensions announces nymph's protocol extensions in the hello
+	// (docs/protocol.md, "Extensions"); false speaks plain protocol "1",
+	// for a control plane that refuses a hello with a key it does not know.
+	Extensions bool `toml:"extensions"`
 }
 
 // Daemon is [daemon]: who this daemon says it is.
@@ -154,6 +158,7 @@ func Defaults() Config {
 			Transport:       "direct",
 			RelayReplies:    "id",
 			SpoolIntervalMS: 100,
+			Extensions:      true,
 		},
 		Daemon: Daemon{MachineID: "auto", Queue: core.Queue},
 		Runtime: Runtime{

@@ -31,6 +31,7 @@ transport = "fifo"
 relay_dir = "/run/relay/m1"
 relay_replies = "raw"
 spool_interval_ms = 50.0
+extensions = false
 [daemon]
 machine_id = "m1"
 label = "gpu box"
@@ -65,7 +66,7 @@ level = "debug"
 `,
 			edit: func(c *Config) {
 				c.Server = Server{URL: "https://plane.example", TokenFile: "/etc/dreamlake/token", Namespace: "ml",
-					Transport: "fifo", RelayDir: "/run/relay/m1", RelayReplies: "raw", SpoolIntervalMS: 50}
+					Transport: "fifo", RelayDir: "/run/relay/m1", RelayReplies: "raw", SpoolIntervalMS: 50, Extensions: false}
 				c.Daemon = Daemon{MachineID: "m1", Label: "gpu box", Tags: []string{"gpu=a100", "zone=b"}, Lanes: []string{"fast"}, Queue: "train*"}
 				c.Runtime = Runtime{MaxInvocations: 4, KeepAliveS: 30, Workdir: "/tmp/w", Runners: []string{"process", "docker"},
 					DefaultRunner: "docker", Entry: []string{"/usr/bin/entry", "-v"},

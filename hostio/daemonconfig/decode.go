@@ -30,6 +30,7 @@ func (d *decoder) document(doc map[string]any, c *Config) {
 			"relay_dir":         str(&c.Server.RelayDir),
 			"relay_replies":     str(&c.Server.RelayReplies),
 			"spool_interval_ms": integer(&c.Server.SpoolIntervalMS),
+			"extensions":        boolean(&c.Server.Extensions),
 		},
 		"daemon": {
 			"machine_id": str(&c.Daemon.MachineID),
