@@ -18,7 +18,8 @@ import (
 var ErrKilled = errors.New("killed at shutdown")
 
 // Child is a program a runner runs to its end (an entry program, a script,
-// a docker client) with its stdout and stderr carried into the daemon log.
+// a docker client) with its stdout and stderr carried into the daemon log
+// (and into Tail).
 type Child struct {
 	// Cmd is set up (argv, Env, Dir) but not started; Run sets its
 	// SysProcAttr, Stdout and Stderr.
@@ -35,6 +36,9 @@ type Child struct {
 	// PIDs, when set, holds a PID file for the child while it runs, so a
 	// daemon killed outright stops its group at the next start (Reap).
 	PIDs *childpids.Dir
+	// Tail, when set, receives the child's stdout and stderr as they come
+	// (OutputLog.Feed): the run's stdout_tail.
+	Tail *Tail
 }
 
 // Run starts the child as the leader of its own process group (so a stop
@@ -50,6 +54,7 @@ func (c Child) Run(ctx context.Context) (exited, err error) {
 		return nil, fmt.Errorf("%s: pipe: %w", c.Name, err)
 	}
 	defer out.Close()
+	out.Feed(c.Tail)
 	cmd.Stdout, cmd.Stderr = out.Stdout(), out.Stderr()
 	err = cmd.Start()
 	out.CloseChildEnds()

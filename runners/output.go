@@ -13,10 +13,12 @@ import (
 const maxLogLine = 64 << 10
 
 // OutputLog carries a child's stdout and stderr into the daemon log, one
-// record per line, tagged with the stream. Runners give its write ends to
-// the child (a docker or kubectl client, an entry program).
+// record per line, tagged with the stream, and into a Tail when given one
+// (Feed), as the bytes come. Runners give its write ends to the child (a
+// docker or kubectl client, an entry program).
 type OutputLog struct {
 	log              *slog.Logger
+	tail             *Tail
 	stdoutR, stdoutW *os.File
 	stderrR, stderrW *os.File
 }
@@ -35,6 +37,11 @@ func NewOutputLog(log *slog.Logger) (*OutputLog, error) {
 	}
 	return o, nil
 }
+
+// Feed has Start write both streams into t too, interleaved as they are
+// read, each chunk as soon as it is (not a line at a time). Call it before
+// Start; a nil t feeds nothing.
+func (o *OutputLog) Feed(t *Tail) { o.tail = t }
 
 // Stdout is the write end for the child's stdout.
 func (o *OutputLog) Stdout() *os.File { return o.stdoutW }
@@ -63,9 +70,17 @@ func (o *OutputLog) Close() {
 func (o *OutputLog) Start() <-chan struct{} {
 	done := make(chan struct{})
 	half := make(chan struct{})
-	go func() { logLines(o.stdoutR, o.log.With("stream", "stdout")); half <- struct{}{} }()
-	go func() { logLines(o.stderrR, o.log.With("stream", "stderr")); <-half; close(done) }()
+	go func() { logLines(o.reader(o.stdoutR), o.log.With("stream", "stdout")); half <- struct{}{} }()
+	go func() { logLines(o.reader(o.stderrR), o.log.With("stream", "stderr")); <-half; close(done) }()
 	return done
+}
+
+// reader is r, copied into the tail as it is read when there is one.
+func (o *OutputLog) reader(r io.Reader) io.Reader {
+	if o.tail == nil {
+		return r
+	}
+	return io.TeeReader(r, o.tail)
 }
 
 // Drain waits for the readers (from Start) to reach EOF, for at most

@@ -95,21 +95,44 @@ func (r *Registry) Lookup(kind string) (Runner, *wire.ErrorInfo) {
 // registry never resolves a default or an alias itself. It blocks until
 // the invocation ends; cancelling ctx kills it (StateKilled).
 func (r *Registry) ExecuteAs(ctx context.Context, kind string, run wire.Run, dir string) Outcome {
-	return r.ExecuteWithArgs(ctx, kind, run, dir, "")
+	return r.Execute(ctx, Execution{Kind: kind, Run: run, Dir: dir})
 }
 
 // ExecuteWithArgs is ExecuteAs with args.msgpack copied from the file
 // argsFile (a payload_ref the daemon resolved) instead of run.ArgsBlob;
 // an empty argsFile is ExecuteAs.
 func (r *Registry) ExecuteWithArgs(ctx context.Context, kind string, run wire.Run, dir, argsFile string) Outcome {
+	return r.Execute(ctx, Execution{Kind: kind, Run: run, Dir: dir, ArgsFile: argsFile})
+}
+
+// Execution is one run as Execute carries it: ExecuteAs's and
+// ExecuteWithArgs's arguments, and the Tail its output goes to.
+type Execution struct {
+	// Kind is the runner kind the daemon core resolved.
+	Kind string
+	Run  wire.Run
+	// Dir is the workdir's name under the root; empty is the run's
+	// invocation_id.
+	Dir string
+	// ArgsFile, when set, is the file args.msgpack is copied from
+	// instead of Run.ArgsBlob.
+	ArgsFile string
+	// Tail, when set, receives the run's output while it runs
+	// (Invocation.Tail): the daemon reports it as the run's stdout_tail.
+	Tail *Tail
+}
+
+// Execute runs one invocation as ExecuteAs does, with everything e says.
+func (r *Registry) Execute(ctx context.Context, e Execution) Outcome {
+	dir := e.Dir
 	if dir == "" {
-		dir = run.InvocationID
+		dir = e.Run.InvocationID
 	}
-	rn, refused := r.Lookup(kind)
+	rn, refused := r.Lookup(e.Kind)
 	if refused != nil {
-		return r.refuse(run, refused)
+		return r.refuse(e.Run, refused)
 	}
-	return r.execute(ctx, rn, run, dir, Args{Blob: run.ArgsBlob, File: argsFile})
+	return r.execute(ctx, rn, e.Run, dir, Args{Blob: e.Run.ArgsBlob, File: e.ArgsFile}, e.Tail)
 }
 
 // refuse fails a run no runner was found for, before any workdir exists.
@@ -119,7 +142,7 @@ func (r *Registry) refuse(run wire.Run, why *wire.ErrorInfo) Outcome {
 }
 
 // execute carries a run through the workdir contract with rn.
-func (r *Registry) execute(ctx context.Context, rn Runner, run wire.Run, dir string, args Args) Outcome {
+func (r *Registry) execute(ctx context.Context, rn Runner, run wire.Run, dir string, args Args, tail *Tail) Outcome {
 	log := r.cfg.Log.With("invocation_id", run.InvocationID)
 	owner, err := ownerOf(run.AsUser)
 	if err != nil {
@@ -129,7 +152,8 @@ func (r *Registry) execute(ctx context.Context, rn Runner, run wire.Run, dir str
 	if err != nil {
 		return Failed(wire.ErrTypeDaemon, err.Error())
 	}
-	o := rn.Run(ctx, Invocation{Run: run, Workdir: workdir, Entry: r.cfg.Entry, Log: log.With("runner", rn.Kind())})
+	o := rn.Run(ctx, Invocation{Run: run, Workdir: workdir, Entry: r.cfg.Entry,
+		Log: log.With("runner", rn.Kind()), Tail: tail})
 	FinishWorkdir(workdir, o, log)
 	return o
 }

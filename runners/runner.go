@@ -44,6 +44,13 @@ type Invocation struct {
 	// runners use DefaultContainerEntry unless configured.
 	Entry []string
 	Log   *slog.Logger
+	// Tail, when set, is where the runner puts the run's output while it
+	// runs (the last TailMax bytes of stdout and stderr, interleaved as
+	// produced): from the child's pipes (process, docker, gvisor), or
+	// refreshed from the job's output file (slurm) or the Pod's log
+	// (kube) at each look at the job. Nil keeps none (a nil *Tail takes
+	// every write).
+	Tail *Tail
 }
 
 // Logger is inv.Log, or a logger that discards when it is nil.

@@ -43,8 +43,8 @@ func ctlCommands() map[string]ctlCommand {
 		"hibernate":   {"hibernate WORKER --until RFC3339|+DURATION", "send a worker to sleep", ctlHibernate},
 		"reset":       {"reset WORKER", "reset a worker's poll backoff", ctlReset},
 		"update":      {"update WORKER|--all [--version V] [--url URL --sha256 HEX] [--wait D]", "have workers replace their binary (from serve --releases unless --url)", ctlUpdate},
-		"run":         {"run --runner R [--script CMD] [--arg K=V]... [--arg-json JSON] [--env K=V]... [--queue Q] [--run-config JSON|@FILE] [--args FILE] [--module M --qualname Q] [--image I] [--wait]", "queue a function invocation, or a script", ctlRunInvocation},
-		"invocations": {"invocations [ID [--wait]] [--json]", "list invocations, or show one (--wait: until it ends)", ctlInvocations},
+		"run":         {"run --runner R [--script CMD] [--arg K=V]... [--arg-json JSON] [--env K=V]... [--queue Q] [--run-config JSON|@FILE] [--args FILE] [--module M --qualname Q] [--image I] [--wait | --follow]", "queue a function invocation, or a script", ctlRunInvocation},
+		"invocations": {"invocations [ID [--wait | --follow]] [--json]", "list invocations, or show one (--wait: until it ends; --follow: printing its output)", ctlInvocations},
 		"config":      {"config WORKER|--all KEY=VALUE...", "set a worker's live configuration (poll.wait_max_s, poll.retry_min_s, poll.retry_max_s, runtime.max_invocations, log.level; KEY= removes one)", ctlConfig},
 		"kill":        {"kill INVOCATION|EXEC [--reason R] [--wait]", "stop an invocation or an exec: queued at once, running by a cancel to its daemon", ctlKill},
 		"logs":        {"logs EXEC_ID [--follow]", "print an exec's streamed output", ctlLogs},
@@ -549,9 +549,13 @@ func ctlRunInvocation(ctx context.Context, c *ctlRun, args []string) int {
 	var tags stringList
 	fs.Var(&tags, "require-tag", "only a worker with this k=v tag may take it (repeatable)")
 	wait := fs.Bool("wait", false, "wait until the invocation ends and say how (a script: its exit status); exit 0 only if it succeeded")
+	follow := fs.Bool("follow", false, followHelp+"; then as --wait")
 	asJSON := fs.Bool("json", false, "print the invocation as JSON")
 	if _, _, st := c.prepare("run", fs, args, 0, false); st >= 0 {
 		return st
+	}
+	if *follow && *asJSON {
+		return c.usageErr("run", "--follow prints the output as it comes: not with --json (--wait --json)")
 	}
 	hasScript := flagGiven(fs, "script")
 	if hasScript && strings.TrimSpace(*script) == "" {
@@ -607,11 +611,17 @@ func ctlRunInvocation(ctx context.Context, c *ctlRun, args []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
-	if !*wait {
+	switch {
+	case *follow:
+		termtext.Fprintf(c.env.stderr, "queued invocation %s on %s; following its output (refreshed at each poll of its daemon)\n", inv.ID, inv.Queue)
+		inv, err = c.client.FollowInvocation(ctx, inv.ID, opclient.FollowEvery, c.env.stdout)
+	case *wait:
+		termtext.Fprintf(c.env.stderr, "queued invocation %s on %s; waiting\n", inv.ID, inv.Queue)
+		inv, err = c.client.WaitInvocation(ctx, inv.ID)
+	default:
 		return c.printInvocation(inv, *asJSON)
 	}
-	termtext.Fprintf(c.env.stderr, "queued invocation %s on %s; waiting\n", inv.ID, inv.Queue)
-	if inv, err = c.client.WaitInvocation(ctx, inv.ID); err != nil {
+	if err != nil {
 		return c.fail(err)
 	}
 	if st := c.printInvocation(inv, *asJSON); st != 0 {
@@ -625,6 +635,12 @@ func ctlRunInvocation(ctx context.Context, c *ctlRun, args []string) int {
 	}
 	return 0
 }
+
+// followHelp says what --follow of run and invocations prints, and how
+// fresh it is.
+const followHelp = "print the run's output (stdout and stderr, the last 4 KiB its daemon reports) as it arrives: " +
+	"refreshed at each poll of its daemon, at most every [poll] wait_max_s (20 s by default) or sooner when commands come; " +
+	"output after its daemon's last poll before the end is only in the daemon log"
 
 // parseRunConfig reads --run-config: inline JSON, or @FILE (@- for
 // stdin). Unknown keys are refused by name, so a typo never silently
@@ -686,6 +702,7 @@ func ctlInvocations(ctx context.Context, c *ctlRun, args []string) int {
 	fs := c.flags("invocations")
 	asJSON := fs.Bool("json", false, "print JSON")
 	wait := fs.Bool("wait", false, "with ID: wait until it ends; exit 0 only if it succeeded")
+	follow := fs.Bool("follow", false, "with ID: "+followHelp+"; then as --wait")
 	pos, rest, st := c.parse(fs, args, 1)
 	if st >= 0 {
 		return st
@@ -696,8 +713,27 @@ func ctlInvocations(ctx context.Context, c *ctlRun, args []string) int {
 	if *wait && len(pos) == 0 {
 		return c.usageErr("invocations", "--wait needs an invocation ID")
 	}
+	if *follow && len(pos) == 0 {
+		return c.usageErr("invocations", "--follow needs an invocation ID")
+	}
+	if *follow && *asJSON {
+		return c.usageErr("invocations", "--follow prints the output as it comes: not with --json (--wait --json)")
+	}
 	if st := c.connect(); st >= 0 {
 		return st
+	}
+	if *follow {
+		inv, err := c.client.FollowInvocation(ctx, pos[0], opclient.FollowEvery, c.env.stdout)
+		if err != nil {
+			return c.fail(err)
+		}
+		if st := c.printInvocation(inv, false); st != 0 {
+			return st
+		}
+		if inv.State != wire.StateSucceeded {
+			return 1
+		}
+		return 0
 	}
 	if len(pos) == 1 {
 		return c.showInvocation(ctx, pos[0], *wait, *asJSON)

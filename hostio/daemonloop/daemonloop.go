@@ -12,6 +12,14 @@
 // lost; execs and runs in their own goroutines, setups on one serial
 // worker, posts on the control lane with failures reported back rather
 // than retried here.
+//
+// The output of runs is the driver's too: the core reports which runs are
+// in flight in each poll's invocations (with an empty stdout_tail, as it
+// sees no output), and the driver adds their tails. Each run it starts gets
+// a runners.Tail, kept by invocation id until the run ends; sendPoll
+// fills every reported run's stdout_tail from it just before the
+// poll is encoded (tails.go). The tail is thus as fresh as the poll: one
+// per long-poll, never a poll more.
 package daemonloop
 
 import (
@@ -184,6 +192,11 @@ type driver struct {
 
 	backoffUntil time.Time
 	runOutcomes  map[string]uint64
+
+	// tails holds the output of each run in flight, by invocation_id:
+	// added by startRun, dropped once the run ended, read by sendPoll.
+	// Each Tail is written by its runner.
+	tails runTails
 
 	// cancels stops one exec or run by its id (exec_id or invocation_id):
 	// each has a context of its own under work, for a cancel command.
@@ -535,7 +548,9 @@ func (d *driver) sendHello(e daemon.SendHello) {
 }
 
 func (d *driver) sendPoll(e daemon.SendPoll) {
-	body, err := e.Request.MarshalMsg(nil)
+	req := e.Request
+	req.Invocations = d.tails.fill(req.Invocations)
+	body, err := req.MarshalMsg(nil)
 	if err != nil {
 		d.feed(daemon.PollResult{Seq: e.Seq, Err: fmt.Errorf("daemonloop: encode poll: %w", err)})
 		return
@@ -710,6 +725,7 @@ func (d *driver) startRun(e daemon.StartRun) {
 	log := d.log.With("invocation_id", e.Run.InvocationID, "runner", e.Kind)
 	log.Info("run start")
 	ctx, done := d.workContext(e.Run.InvocationID)
+	tail := d.tails.add(e.Run.InvocationID)
 	go func() {
 		defer done()
 		var o runners.Outcome
@@ -719,9 +735,10 @@ func (d *driver) startRun(e daemon.StartRun) {
 		} else {
 			// The machine resolved the kind (default, alias): the run's
 			// own run_config.runner is not read again.
-			o = d.executeRun(ctx, e, log)
+			o = d.executeRun(ctx, e, tail, log)
 		}
 		log.Info("run end", "state", o.State)
+		d.tails.drop(e.Run.InvocationID)
 		d.feed(runDone{res: daemon.RunFinished{InvocationID: e.Run.InvocationID, State: o.State,
 			ResultBlob: o.ResultBlob, Error: o.Error}})
 	}()
@@ -730,10 +747,11 @@ func (d *driver) startRun(e daemon.StartRun) {
 // executeRun resolves a run's payload_ref, when it has one, into the
 // file its args.msgpack is copied from, and runs it; a payload that cannot
 // be had fails the run (PayloadError) before any runner starts.
-func (d *driver) executeRun(ctx context.Context, e daemon.StartRun, log *slog.Logger) runners.Outcome {
+func (d *driver) executeRun(ctx context.Context, e daemon.StartRun, tail *runners.Tail, log *slog.Logger) runners.Outcome {
+	x := runners.Execution{Kind: e.Kind, Run: e.Run, Dir: e.Run.InvocationID, Tail: tail}
 	ref := e.Run.PayloadRef
 	if ref == nil {
-		return d.opt.Runners.ExecuteAs(ctx, e.Kind, e.Run, e.Run.InvocationID)
+		return d.opt.Runners.Execute(ctx, x)
 	}
 	if d.opt.Payloads == nil {
 		return runners.Failed(wire.ErrTypePayload, "payload_ref: this daemon has no payload store configured")
@@ -744,7 +762,8 @@ func (d *driver) executeRun(ctx context.Context, e daemon.StartRun, log *slog.Lo
 		return runners.Failed(wire.ErrTypePayload, err.Error())
 	}
 	log.Info("run payload", "key", ref.Key, "cache_hit", hit)
-	return d.opt.Runners.ExecuteWithArgs(ctx, e.Kind, e.Run, e.Run.InvocationID, path)
+	x.ArgsFile = path
+	return d.opt.Runners.Execute(ctx, x)
 }
 
 // workContext is the context of one exec or run, under work: a cancel

@@ -234,7 +234,7 @@ func (r *Runner) runClient(ctx context.Context, inv runners.Invocation, env []st
 	cmd.Env = env
 	cmd.Dir = inv.Workdir
 	return runners.Child{Cmd: cmd, Log: log, Name: "docker runner", Spawn: r.opt.Docker,
-		KillGrace: r.opt.KillGrace, DrainGrace: r.opt.DrainGrace, PIDs: r.opt.PIDs,
+		KillGrace: r.opt.KillGrace, DrainGrace: r.opt.DrainGrace, PIDs: r.opt.PIDs, Tail: inv.Tail,
 		Started: func() { log.Info("container starting", "image", inv.Run.RunConfig.Image, "runtime", r.runtime) },
 		OnStop:  func() { r.stop(inv.Workdir, env, log) },
 	}.Run(ctx)

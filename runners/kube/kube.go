@@ -71,7 +71,8 @@ func Argv(cfg *wire.KubeConfig, verb ...string) []string {
 	return append(argv, verb...)
 }
 
-// ApplyArgv, PhaseArgv and DeleteArgv are the three kubectl calls.
+// ApplyArgv creates the Pod; PhaseArgv, ExitCodeArgv, LogsArgv and
+// DeleteArgv below are the other kubectl calls.
 func ApplyArgv(cfg *wire.KubeConfig) []string { return Argv(cfg, "apply", "-f", "-") }
 
 // PhaseArgv reads a Pod's phase.
@@ -82,6 +83,19 @@ func PhaseArgv(cfg *wire.KubeConfig, name string) []string {
 // ExitCodeArgv reads the exit code of a Pod's ended container.
 func ExitCodeArgv(cfg *wire.KubeConfig, name string) []string {
 	return Argv(cfg, "get", "pod", name, "-o", "jsonpath={.status.containerStatuses[0].state.terminated.exitCode}")
+}
+
+// LogLines is how many lines of a Pod's log each look reads (`kubectl
+// logs --tail`): as many as a Tail keeps bytes, so the lines read always
+// cover the last runners.TailMax bytes of the log (a line is at least its
+// newline). What kubectl prints goes through a bounded Tail: the daemon
+// keeps no more of it than that.
+const LogLines = runners.TailMax
+
+// LogsArgv reads the end of a Pod's log: its one container's stdout and
+// stderr.
+func LogsArgv(cfg *wire.KubeConfig, name string) []string {
+	return Argv(cfg, "logs", name, "--tail="+strconv.Itoa(LogLines))
 }
 
 // DeleteArgv deletes a Pod.
@@ -124,7 +138,8 @@ func (r *Runner) pollInterval(cfg *wire.KubeConfig) time.Duration {
 	return runners.PollInterval(s, DefaultPollInterval, r.opt.MinPollInterval)
 }
 
-// follow polls the phase until the Pod ends or ctx is cancelled.
+// follow polls the phase until the Pod ends or ctx is cancelled; while it
+// runs, each look also reads the end of its log into the run's Tail.
 func (r *Runner) follow(ctx context.Context, inv runners.Invocation, name string, log *slog.Logger) runners.Outcome {
 	cfg := inv.Run.RunConfig.Kube
 	tick := time.NewTicker(r.pollInterval(cfg))
@@ -153,6 +168,9 @@ func (r *Runner) follow(ctx context.Context, inv runners.Invocation, name string
 		if phase != last {
 			log.Info("pod phase", "phase", phase)
 			last = phase
+		}
+		if phase == "Running" {
+			r.refreshTail(ctx, inv, name, log)
 		}
 		if inv.Run.Script != nil && (phase == "Succeeded" || phase == "Failed") {
 			return r.scriptOutcome(ctx, cfg, name, phase, log)
@@ -191,6 +209,27 @@ func (r *Runner) delete(cfg *wire.KubeConfig, name string, log *slog.Logger) {
 	if _, err := r.kubectl(ctx, nil, DeleteArgv(cfg, name)...); err != nil {
 		log.Warn("kubectl delete pod failed", "err", err)
 	}
+}
+
+// refreshTail reads the end of the Pod's log (LogsArgv) into the run's
+// Tail; a log kubectl cannot give (the container just started) leaves it
+// as it was.
+func (r *Runner) refreshTail(ctx context.Context, inv runners.Invocation, name string, log *slog.Logger) {
+	if inv.Tail == nil {
+		return
+	}
+	fresh := runners.NewTail()
+	cmd := exec.CommandContext(ctx, r.opt.Kubectl, LogsArgv(inv.Run.RunConfig.Kube, name)...)
+	cmd.Env = r.opt.BaseEnv
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = fresh, &stderr
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() == nil {
+			log.Debug("pod log not read", "err", err, "stderr", strings.TrimSpace(stderr.String()))
+		}
+		return
+	}
+	inv.Tail.Set(fresh)
 }
 
 var errNotFound = errors.New("not found")

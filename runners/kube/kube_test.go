@@ -166,6 +166,9 @@ func TestArgv(t *testing.T) {
 	if diff := cmp.Diff([]string{"--namespace", "default", "get", "pod", "p", "-o", "jsonpath={.status.phase}"}, PhaseArgv(nil, "p")); diff != "" {
 		t.Error(diff)
 	}
+	if diff := cmp.Diff([]string{"--namespace", "default", "logs", "p", "--tail=4096"}, LogsArgv(nil, "p")); diff != "" {
+		t.Error(diff)
+	}
 	if diff := cmp.Diff([]string{"--namespace", "default", "delete", "pod", "p"}, DeleteArgv(nil, "p")); diff != "" {
 		t.Error(diff)
 	}
@@ -185,6 +188,7 @@ printf '%%s\n' "$@" > "$d/$n.argv"
 case " $* " in
 *"terminated.exitCode"*) cat "$d/exitcode" 2>/dev/null ;;
 *" apply "*) cat > "$d/applied.json" ;;
+*" logs "*) cat "$d/log" 2>/dev/null ;;
 *" get pod "*) if [ -f "$d/phase" ]; then cat "$d/phase"; else echo 'Error from server (NotFound): pods "x" not found' >&2; exit 1; fi ;;
 esac
 `, dir)
@@ -230,6 +234,40 @@ func TestRunWithFakeKubectl(t *testing.T) {
 	if string(b) != "--namespace\ndefault\ndelete\npod\n"+PodName("k1")+"\n" {
 		t.Fatalf("last call %q", b)
 	}
+}
+
+// While the Pod runs, each look at its phase also reads the end of its
+// log into the run's Tail.
+func TestPodLogReachesTheTail(t *testing.T) {
+	bin, calls := fakeKubectl(t)
+	os.WriteFile(filepath.Join(calls, "phase"), []byte("Running"), 0o600)
+	os.WriteFile(filepath.Join(calls, "log"), []byte("epoch 1\n"), 0o600)
+	root := t.TempDir()
+	reg := runners.NewRegistry(runners.Config{Root: root}, New(Options{Kubectl: bin}))
+	run := wire.Run{InvocationID: "k3", Script: ptr("train"),
+		RunConfig: wire.RunConfig{Kube: &wire.KubeConfig{PollIntervalS: ptr(wire.Number(0.05))}}}
+	tail := runners.NewTail()
+	done := make(chan runners.Outcome, 1)
+	go func() {
+		done <- reg.Execute(context.Background(), runners.Execution{Kind: runners.KindKube, Run: run, Tail: tail})
+	}()
+	testkit.WaitUntil(t, 10*time.Second, "the pod's log in the tail", func() bool { return tail.String() == "epoch 1\n" })
+	os.WriteFile(filepath.Join(calls, "log"), []byte("epoch 1\nepoch 2\n"), 0o600)
+	testkit.WaitUntil(t, 10*time.Second, "the pod's log refreshed", func() bool { return tail.String() == "epoch 1\nepoch 2\n" })
+	os.WriteFile(filepath.Join(calls, "phase"), []byte("Succeeded"), 0o600)
+	if o := <-done; o.State != wire.StateSucceeded {
+		t.Fatalf("%+v", o)
+	}
+	entries, _ := os.ReadDir(calls)
+	for _, e := range entries {
+		if b, _ := os.ReadFile(filepath.Join(calls, e.Name())); strings.Contains(string(b), "\nlogs\n") {
+			if want := strings.Join(LogsArgv(nil, PodName("k3")), "\n") + "\n"; string(b) != want {
+				t.Fatalf("logs call %q, want %q", b, want)
+			}
+			return
+		}
+	}
+	t.Fatal("no kubectl logs call")
 }
 
 func TestFailedPhaseAndCancel(t *testing.T) {

@@ -107,7 +107,7 @@ func (r *Runner) runChild(ctx context.Context, inv runners.Invocation, argv []st
 	// Stdin stays nil: /dev/null.
 	exited, err = runners.Child{Cmd: cmd, Log: log, Name: "process runner",
 		Spawn:     fmt.Sprintf("%q in %s", argv[0], inv.Workdir),
-		KillGrace: r.opt.KillGrace, DrainGrace: r.opt.DrainGrace, PIDs: r.opt.PIDs,
+		KillGrace: r.opt.KillGrace, DrainGrace: r.opt.DrainGrace, PIDs: r.opt.PIDs, Tail: inv.Tail,
 		Started: func() { log.Info("child started", "pid", cmd.Process.Pid, "argv0", argv[0]) },
 		OnStop:  func() { log.Info("shutdown grace expired; stopping child", "pid", cmd.Process.Pid) },
 	}.Run(ctx)

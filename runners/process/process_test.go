@@ -159,6 +159,39 @@ func TestOutputGoesToLogLineByLine(t *testing.T) {
 	}
 }
 
+// The child's stdout and stderr reach the run's Tail while it runs, a
+// partial line too, not only once it ended.
+func TestOutputReachesTheTailWhileTheChildRuns(t *testing.T) {
+	f := newFixture(t)
+	tail := runners.NewTail()
+	script := `echo first; echo warning >&2; printf 'working…'; while [ ! -e go ]; do sleep 0.02; done; echo; echo second`
+	done := make(chan runners.Outcome, 1)
+	go func() {
+		done <- f.reg.Execute(context.Background(), runners.Execution{Kind: runners.KindProcess,
+			Run: wire.Run{InvocationID: "inv-tail", Script: &script}, Tail: tail})
+	}()
+	testkit.WaitUntil(t, 10*time.Second, "the running child's output in the tail", func() bool {
+		// The two streams interleave as they are read: the order
+		// between them is not fixed.
+		s := tail.String()
+		return strings.Contains(s, "first\n") && strings.Contains(s, "warning\n") && strings.Contains(s, "working…")
+	})
+	select {
+	case o := <-done:
+		t.Fatalf("the child ended before it was told to: %+v", o)
+	default:
+	}
+	if err := os.WriteFile(filepath.Join(f.root, "inv-tail", "go"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if o := <-done; o.State != wire.StateSucceeded {
+		t.Fatalf("%+v", o)
+	}
+	if s := tail.String(); !strings.HasSuffix(s, "\nsecond\n") || strings.Count(s, "working…") != 1 {
+		t.Fatalf("tail at the end: %q", s)
+	}
+}
+
 func TestScript(t *testing.T) {
 	f := newFixture(t)
 	o := f.run(context.Background(), "setup-1", "", func(r *wire.Run) { r.Script = ptr("echo setting up; test -d .") })

@@ -223,7 +223,8 @@ func (r *Runner) pollInterval(inv runners.Invocation) time.Duration {
 	return runners.PollInterval(s, DefaultPollInterval, r.opt.MinPollInterval)
 }
 
-// follow polls the job until it ends or ctx is cancelled (then scancel).
+// follow polls the job until it ends or ctx is cancelled (then scancel),
+// refreshing the run's Tail from its output file at each look.
 func (r *Runner) follow(ctx context.Context, inv runners.Invocation, jobID string, log *slog.Logger) runners.Outcome {
 	tick := time.NewTicker(r.pollInterval(inv))
 	defer tick.Stop()
@@ -235,6 +236,7 @@ func (r *Runner) follow(ctx context.Context, inv runners.Invocation, jobID strin
 			return runners.Killed()
 		case <-tick.C:
 		}
+		refreshTail(inv, log)
 		state, err := r.state(ctx, inv.Workdir, jobID)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -257,6 +259,19 @@ func (r *Runner) follow(ctx context.Context, inv runners.Invocation, jobID strin
 		case Gone:
 			return gone(inv.Workdir, jobID)
 		}
+	}
+}
+
+// refreshTail reads the end of the job's output file (slurm.out in the
+// shared workdir: stdout and stderr, as the job writes them) into the
+// run's Tail. A job not started yet has no file: nothing to show.
+func refreshTail(inv runners.Invocation, log *slog.Logger) {
+	if inv.Tail == nil {
+		return
+	}
+	err := inv.Tail.ReadFileEnd(filepath.Join(inv.Workdir, OutputFile))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		log.Debug("job output not read", "err", err)
 	}
 }
 

@@ -134,6 +134,31 @@ func TestScriptRunWithFakeSlurm(t *testing.T) {
 	}
 }
 
+// While the job runs, each look at it also reads the end of its output
+// file into the run's Tail. (The fake sbatch does not redirect the job's
+// output: the script writes slurm.out itself, as slurmd would.)
+func TestOutputFileReachesTheTail(t *testing.T) {
+	opt, _ := fakeSlurm(t, "all")
+	root := t.TempDir()
+	reg := runners.NewRegistry(runners.Config{Root: root, Entry: []string{entryPath}}, New(opt))
+	tail := runners.NewTail()
+	script := `echo "step 1" >> ` + OutputFile + `; while [ ! -e go ]; do sleep 0.02; done; echo "step 2" >> ` + OutputFile
+	done := make(chan runners.Outcome, 1)
+	go func() {
+		done <- reg.Execute(context.Background(), runners.Execution{Kind: runners.KindSlurm,
+			Run: wire.Run{InvocationID: "job3", Script: &script,
+				RunConfig: wire.RunConfig{Slurm: &wire.SlurmConfig{PollIntervalS: ptr(wire.Number(0.05))}}},
+			Tail: tail})
+	}()
+	testkit.WaitUntil(t, 30*time.Second, "the job's output in the tail", func() bool { return tail.String() == "step 1\n" })
+	if err := os.WriteFile(filepath.Join(root, "job3", "go"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(runners.Outcome{State: wire.StateSucceeded}, <-done); diff != "" {
+		t.Fatal(diff)
+	}
+}
+
 func TestScriptRefusesInjection(t *testing.T) {
 	for _, cfg := range []wire.SlurmConfig{
 		{Partition: "debug\n#SBATCH --uid=0"},
