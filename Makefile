@@ -6,6 +6,8 @@ BIN := $(CURDIR)/bin
 FUZZTIME ?= 30s
 PKGS := ./...
 WASM_PKGS := ./wirecore/...
+# The serverless example's plane runs under js/wasm only (syscall/js).
+JS_PKGS := $(WASM_PKGS) ./examples/serverless/...
 
 .PHONY: all build gen gen-check vet test test-unit test-wasm test-js test-wasip1 testscripts fuzz bench demo clean release
 
@@ -26,6 +28,7 @@ gen-check:
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet $(PKGS)
+	GOOS=js GOARCH=wasm $(GO) vet ./examples/serverless/...
 	$(GO) tool staticcheck $(PKGS)
 
 ## test-unit: unit tests with -race; fuzz seed corpora run here too.
@@ -34,7 +37,7 @@ test-unit:
 	$(GO) test -race -count=1 -tags nymph_mock ./runners/ ./runners/builtin/
 
 test-js:
-	GOOS=js GOARCH=wasm $(GO) test -count=1 -timeout=20m -exec=$(GOROOT)/lib/wasm/go_js_wasm_exec $(WASM_PKGS)
+	GOOS=js GOARCH=wasm $(GO) test -count=1 -timeout=20m -exec=$(GOROOT)/lib/wasm/go_js_wasm_exec $(JS_PKGS)
 
 $(BIN)/wazero: go.mod
 	$(GO) build -o $(BIN)/wazero github.com/tetratelabs/wazero/cmd/wazero
@@ -43,7 +46,8 @@ test-wasip1: $(BIN)/wazero
 	PATH=$(BIN):$$PATH GOWASIRUNTIME=wazero GOOS=wasip1 GOARCH=wasm \
 		$(GO) test -count=1 -timeout=20m -exec=$(GOROOT)/lib/wasm/go_wasip1_wasm_exec $(WASM_PKGS)
 
-## test-wasm: every wirecore test under js/wasm (node) and wasip1 (wazero).
+## test-wasm: every wirecore test under js/wasm (node) and wasip1 (wazero),
+## and the serverless example's under js/wasm.
 test-wasm: test-js test-wasip1
 
 ## test: everything CI runs.
