@@ -804,12 +804,13 @@ func (d *driver) notifyDraining(e daemon.NotifyDraining) {
 		d.log.Warn("encode drain notice", "err", err)
 		return
 	}
+	d.log.Info("telling the control plane this daemon drains")
 	go func() {
 		if err := d.post(d.bg, transport.LaneControl, wire.PathPoll, body); err != nil {
 			d.log.Warn("drain notice not delivered; the parked poll ends at its deadline", "err", err)
 			return
 		}
-		d.log.Info("control plane told this daemon drains")
+		d.log.Debug("control plane told this daemon drains")
 	}()
 }
 
