@@ -95,15 +95,30 @@ func helloReq(machine string) wire.HelloRequest {
 // BenchmarkDecisions measures the pure core on the hot path of a fleet of
 // 2,000 parked daemons: an operator exec wakes one daemon's parked poll,
 // the daemon posts its result, and polls again (three events per op).
+// "cursor" is the same fleet with the cursor extension agreed: every
+// command is kept until the next poll's cursor confirms it.
 func BenchmarkDecisions(b *testing.B) {
+	for _, exts := range [][]string{nil, {wire.ExtCursor}} {
+		name := "plain"
+		if exts != nil {
+			name = "cursor"
+		}
+		b.Run(name, func(b *testing.B) { benchDecisions(b, exts) })
+	}
+}
+
+func benchDecisions(b *testing.B, exts []string) {
 	const fleet = 2000
 	p := plane.New(plane.Config{Entropy: rand.NewChaCha8([32]byte{2})})
 	now := t0
 	ids := make([]string, fleet)
+	cursors := make([]*string, fleet)
 	var req plane.RequestID
 	for i := range ids {
 		req++
-		eff := p.Step(now, plane.Hello{Auth: bearer, Req: req, Body: helloReq(fmt.Sprintf("m%d", i))})
+		h := helloReq(fmt.Sprintf("m%d", i))
+		h.Extensions = exts
+		eff := p.Step(now, plane.Hello{Auth: bearer, Req: req, Body: h})
 		ids[i] = *eff[len(eff)-1].(plane.Reply).Body.(wire.HelloResponse).WorkerID
 		req++
 		p.Step(now, plane.Poll{Auth: bearer, Req: req, Body: wire.PollRequest{WorkerID: ids[i], TimeoutS: 20}})
@@ -112,14 +127,25 @@ func BenchmarkDecisions(b *testing.B) {
 	b.ResetTimer()
 	start := time.Now()
 	for i := 0; b.Loop(); i++ {
-		w := ids[i%fleet]
+		k := i % fleet
+		w := ids[k]
 		req++
 		eff := p.Step(now, plane.EnqueueExec{Req: req, WorkerID: w, Body: operator.ExecRequest{Command: "true"}})
-		execID := eff[len(eff)-1].(plane.Reply).Body.(operator.ExecAccepted).ExecID
+		var execID string
+		for _, e := range eff {
+			if r, ok := e.(plane.Reply); ok {
+				switch body := r.Body.(type) {
+				case operator.ExecAccepted:
+					execID = body.ExecID
+				case wire.PollResponse:
+					cursors[k] = body.Cursor
+				}
+			}
+		}
 		req++
 		p.Step(now, plane.ExecResult{Auth: bearer, Req: req, ExecID: execID})
 		req++
-		p.Step(now, plane.Poll{Auth: bearer, Req: req, Body: wire.PollRequest{WorkerID: w, TimeoutS: 20}})
+		p.Step(now, plane.Poll{Auth: bearer, Req: req, Body: wire.PollRequest{WorkerID: w, TimeoutS: 20, Cursor: cursors[k]}})
 	}
 	b.ReportMetric(float64(3*b.N)/time.Since(start).Seconds(), "events/s")
 }
