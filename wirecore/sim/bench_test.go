@@ -1,0 +1,45 @@
+package sim
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// steady is the benchmark's fleet: n daemons for an hour, each taking an
+// exec about every eight minutes.
+func steady(n int) Scenario {
+	sc := Default()
+	sc.Name = "steady"
+	sc.Daemons = n
+	sc.Duration = time.Hour
+	sc.SampleEvery = 10 * time.Second
+	sc.TickEvery = 10 * time.Second
+	sc.BootSpread = time.Minute
+	sc.Workload.ExecRate = float64(n) / 500
+	return sc
+}
+
+// BenchmarkSteady runs one simulated hour of a steady fleet per
+// iteration; events/s and ns/event are the figures to compare across
+// fleet sizes (BenchmarkSteady/100000 is the scale goal: -benchtime=1x).
+func BenchmarkSteady(b *testing.B) {
+	for _, n := range []int{1000, 10000, 100000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			if n > 10000 && b.N > 1 {
+				b.Skip("100,000 daemons: run with -benchtime=1x")
+			}
+			b.ReportAllocs()
+			var events uint64
+			for b.Loop() {
+				s, err := New(steady(n))
+				if err != nil {
+					b.Fatal(err)
+				}
+				events += s.Run(nil).Summary.Events
+			}
+			b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(events), "ns/event")
+		})
+	}
+}
