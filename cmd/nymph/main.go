@@ -38,6 +38,7 @@ func commands() map[string]command {
 	return map[string]command{
 		"daemon":          {"run the daemon: hello, long-poll, run commands", runDaemon},
 		"serve":           {"run the reference control plane", runServe},
+		"sim":             {"simulate a fleet and its control plane in virtual time (the real state machines)", runSim},
 		"ctl":             {"talk to a control plane's operator API", runCtl},
 		"dev":             {"start serve and a daemon together and show a short tour", runDev},
 		"install-service": {"print a systemd unit, launchd plist or Windows logon task for the daemon, relay or serve", runInstallService},
