@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nymphd/nymph/internal/testkit"
 	"github.com/nymphd/nymph/wirecore/operator"
 )
 
@@ -58,7 +59,7 @@ func TestDaemonAgainstJavaScriptPlane(t *testing.T) {
 		return
 	}
 
-	planeLog, daemonLog := &syncBuffer{}, &syncBuffer{}
+	planeLog, daemonLog := &testkit.SyncBuffer{}, &testkit.SyncBuffer{}
 	t.Cleanup(func() { // runs last, once both have stopped
 		if t.Failed() {
 			t.Logf("plane.js output:\n%s\nnymph daemon output:\n%s", planeLog, daemonLog)
@@ -193,24 +194,6 @@ func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool
 			t.Fatalf("timed out after %s waiting for %s", within, what)
 		}
 	}
-}
-
-// syncBuffer is a process's output, read by the test while it is written.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func writeFile(t *testing.T, name, content string) {

@@ -11,33 +11,16 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/nymphd/nymph/internal/testkit"
 )
 
-// logBuf collects a cache's log lines; the cache logs from many goroutines.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // open is a cache in a fresh directory (one Open creates) and its log.
-func open(t testing.TB, maxBytes int64) (*Cache, *logBuf) {
+func open(t testing.TB, maxBytes int64) (*Cache, *testkit.SyncBuffer) {
 	t.Helper()
-	lb := &logBuf{}
+	lb := &testkit.SyncBuffer{}
 	c, err := Open(filepath.Join(t.TempDir(), "cache"), maxBytes, slog.New(slog.NewTextHandler(lb, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err != nil {
 		t.Fatal(err)
@@ -526,7 +509,7 @@ func TestOpenRemovesStaleTempFiles(t *testing.T) {
 	if err := os.Chtimes(stale, old, old); err != nil {
 		t.Fatal(err)
 	}
-	lb := &logBuf{}
+	lb := &testkit.SyncBuffer{}
 	if _, err := Open(dir, 0, slog.New(slog.NewTextHandler(lb, nil))); err != nil {
 		t.Fatal(err)
 	}
