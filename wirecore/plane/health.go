@@ -9,15 +9,8 @@ import (
 )
 
 func (p *Plane) onTick(now time.Time) {
-	for _, req := range p.parkedFor(parkPoll) {
-		if !p.parked[req].until.After(now) {
-			p.onDeadline(now, req)
-		}
-	}
-	for _, req := range p.parkedFor(parkLogs) {
-		if !p.parked[req].until.After(now) {
-			p.onDeadline(now, req)
-		}
+	for _, req := range p.dueParked(now) {
+		p.onDeadline(now, req) // a request answered by an earlier one is skipped there
 	}
 	for _, id := range p.workerOrder {
 		w := p.workers[id]

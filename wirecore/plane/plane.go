@@ -2,6 +2,7 @@ package plane
 
 import (
 	"cmp"
+	"container/heap"
 	"crypto/ed25519"
 	"fmt"
 	"io"
@@ -109,6 +110,11 @@ type Plane struct {
 	finished []finishedRef
 
 	parked map[RequestID]*parked
+	// deadlines orders the parked requests by their until, so a Tick finds
+	// the ones due without looking at every parked request. An entry whose
+	// request is no longer parked (or parked anew) is skipped when it comes
+	// up, and the heap is rebuilt when such entries pile up.
+	deadlines deadlineHeap
 	// pollOrder lists parked polls in the order they parked (entries of
 	// polls answered since are skipped and compacted lazily).
 	pollOrder []RequestID
@@ -337,6 +343,67 @@ func (p *Plane) reply(req RequestID, status int, body any) {
 
 func (p *Plane) park(req RequestID, until time.Time) {
 	p.replies = append(p.replies, Park{Req: req, Until: until})
+	heap.Push(&p.deadlines, deadline{until: until, req: req})
+	if len(p.deadlines) > 2*len(p.parked)+64 {
+		p.rebuildDeadlines()
+	}
+}
+
+// rebuildDeadlines drops the entries of requests no longer parked.
+func (p *Plane) rebuildDeadlines() {
+	kept := p.deadlines[:0]
+	for _, d := range p.deadlines {
+		if pk := p.parked[d.req]; pk != nil && pk.until.Equal(d.until) {
+			kept = append(kept, d)
+		}
+	}
+	p.deadlines = kept
+	heap.Init(&p.deadlines)
+}
+
+// dueParked pops the parked requests whose until is not after now: the
+// polls first, then the log waits, each in request order (the order a
+// sweep of every parked request had).
+func (p *Plane) dueParked(now time.Time) []RequestID {
+	var due []RequestID
+	for len(p.deadlines) > 0 && !p.deadlines[0].until.After(now) {
+		d := heap.Pop(&p.deadlines).(deadline)
+		if pk := p.parked[d.req]; pk != nil && pk.until.Equal(d.until) {
+			due = append(due, d.req)
+		}
+	}
+	slices.SortFunc(due, func(a, b RequestID) int {
+		if ka, kb := p.parked[a].kind, p.parked[b].kind; ka != kb {
+			return cmp.Compare(ka, kb)
+		}
+		return cmp.Compare(a, b)
+	})
+	return due
+}
+
+// deadline is one parked request's until.
+type deadline struct {
+	until time.Time
+	req   RequestID
+}
+
+// deadlineHeap is a min-heap of deadlines, earliest first.
+type deadlineHeap []deadline
+
+func (h deadlineHeap) Len() int { return len(h) }
+func (h deadlineHeap) Less(i, j int) bool {
+	if !h[i].until.Equal(h[j].until) {
+		return h[i].until.Before(h[j].until)
+	}
+	return h[i].req < h[j].req
+}
+func (h deadlineHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *deadlineHeap) Push(x any)   { *h = append(*h, x.(deadline)) }
+func (h *deadlineHeap) Pop() any {
+	old := *h
+	d := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return d
 }
 
 func (p *Plane) dispatch(now time.Time, ev Event) {

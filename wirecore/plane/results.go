@@ -218,19 +218,6 @@ func (p *Plane) wakeLogs(ex *ExecRecord) {
 	}
 }
 
-// parkedFor lists parked requests of one kind in request order, so that
-// replies come out in a stable order.
-func (p *Plane) parkedFor(kind parkKind) []RequestID {
-	var out []RequestID
-	for req, pk := range p.parked {
-		if pk.kind == kind {
-			out = append(out, req)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
 func (p *Plane) replyLogs(req RequestID, ex *ExecRecord, offset int64) {
 	p.reply(req, StatusOK, LogsRange{
 		ExecID:   ex.ExecID,
