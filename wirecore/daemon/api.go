@@ -74,6 +74,9 @@ type Config struct {
 	// hello (wire.KnownExtensions, or fewer); it uses one only when the
 	// plane's hello reply agreed to it. Empty: a plain protocol "1" hello.
 	Extensions []string
+	// LogLevel is [log] level, the level a plane's live configuration
+	// (extension wire.ExtConfig) returns to when it stops setting one.
+	LogLevel string
 	// Cursor and Applied are what PersistDelivery last wrote (extension
 	// wire.ExtCursor): the last command cursor applied and the ids of the
 	// commands applied most recently (at most MaxApplied), so a daemon

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"errors"
 	"log/slog"
 	"maps"
@@ -22,8 +23,17 @@ func (m *Machine) applyLiveConfig(now time.Time, config map[string]msgp.Raw, inH
 	if len(config) == 0 || !m.uses(wire.ExtConfig) {
 		return
 	}
+	if _, whole := config[wire.ConfigGeneration]; whole {
+		// The plane sent its whole live configuration: a key it no longer
+		// names goes back to this daemon's own value.
+		for _, k := range wire.LiveConfigKeys {
+			if _, ok := config[k]; !ok {
+				m.setLive(k, m.configured(k))
+			}
+		}
+	}
 	for _, k := range slices.Sorted(maps.Keys(config)) {
-		if inHello && k == wire.ConfigExtensions {
+		if k == wire.ConfigGeneration || inHello && k == wire.ConfigExtensions {
 			continue
 		}
 		v, err := wire.DecodeLiveConfig(k, config[k])
@@ -60,7 +70,7 @@ func (m *Machine) setLive(key string, v wire.LiveValue) {
 		from, to = strconv.Itoa(m.cfg.MaxInvocations), strconv.Itoa(int(v.Number))
 		m.cfg.MaxInvocations = int(v.Number)
 	case wire.ConfigLogLevel:
-		from, to = m.logLevel, v.Level
+		from, to = cmp.Or(m.logLevel, m.configuredAt.LogLevel, "info"), v.Level
 		m.logLevel = v.Level
 		if from != to {
 			m.emit(SetLogLevel{Level: v.Level})
@@ -69,6 +79,24 @@ func (m *Machine) setLive(key string, v wire.LiveValue) {
 	if from != to {
 		m.log(slog.LevelInfo, "live config applied", slog.String("key", key), slog.String("from", from), slog.String("to", to))
 	}
+}
+
+// configured is key's value as the daemon was configured at boot.
+func (m *Machine) configured(key string) wire.LiveValue {
+	b := m.configuredAt
+	switch key {
+	case wire.ConfigWaitMaxS:
+		return wire.LiveValue{Number: b.WaitMaxS}
+	case wire.ConfigRetryMinS:
+		return wire.LiveValue{Number: b.RetryMinS}
+	case wire.ConfigRetryMaxS:
+		return wire.LiveValue{Number: b.RetryMaxS}
+	case wire.ConfigMaxInvocations:
+		return wire.LiveValue{Number: float64(b.MaxInvocations)}
+	case wire.ConfigLogLevel:
+		return wire.LiveValue{Level: cmp.Or(b.LogLevel, "info")}
+	}
+	return wire.LiveValue{}
 }
 
 func fmtNum(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }

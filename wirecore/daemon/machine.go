@@ -66,8 +66,10 @@ type Machine struct {
 	applied      idRing
 	appliedDirty bool
 	// logLevel is the level the plane last set (extension wire.ExtConfig);
-	// "" until it sets one.
-	logLevel string
+	// "" until it sets one. configuredAt keeps the live-settable values
+	// as configured, for a key the plane stops setting.
+	logLevel     string
+	configuredAt bootValues
 	// cancelReasons are the reasons of cancels sent to running work, by
 	// exec or invocation id, until its end is reported.
 	cancelReasons map[string]string
@@ -144,6 +146,8 @@ func New(cfg Config, rnd Rand) *Machine {
 		backoff: newBackoff(cfg.RetryMinS, cfg.RetryMaxS),
 		cursor:  cfg.Cursor,
 		applied: applied,
+		configuredAt: bootValues{WaitMaxS: cfg.WaitMaxS, RetryMinS: cfg.RetryMinS, RetryMaxS: cfg.RetryMaxS,
+			MaxInvocations: cfg.MaxInvocations, LogLevel: cfg.LogLevel},
 	}
 }
 
@@ -250,6 +254,13 @@ func (m *Machine) runKnown(id string) bool {
 		return true
 	}
 	return slices.ContainsFunc(m.held, func(h heldWork) bool { return !h.isExec && h.run.InvocationID == id })
+}
+
+// bootValues are the live-settable settings as the daemon was configured.
+type bootValues struct {
+	WaitMaxS, RetryMinS, RetryMaxS float64
+	MaxInvocations                 int
+	LogLevel                       string
 }
 
 func (m *Machine) execRunning(id string) bool {

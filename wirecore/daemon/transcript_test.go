@@ -249,6 +249,9 @@ func (h *harness) hello(t *testing.T, d *datadriven.TestData) Event {
 func addLiveConfig(t *testing.T, d *datadriven.TestData, dst map[string]msgp.Raw, spec string) {
 	for _, kv := range strings.Split(spec, ",") {
 		k, v, _ := strings.Cut(kv, ":")
+		if k == "" {
+			continue
+		}
 		if f, err := strconv.ParseFloat(v, 64); err == nil {
 			dst[k] = msgp.AppendFloat64(nil, f)
 		} else {

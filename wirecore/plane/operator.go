@@ -374,6 +374,7 @@ func (p *Plane) onSetConfig(now time.Time, e SetConfig) {
 
 // liveConfig is the worker's live configuration in wire form, into dst.
 func liveConfig(dst map[string]msgp.Raw, w *worker) map[string]msgp.Raw {
+	dst[wire.ConfigGeneration] = msgp.AppendUint64(nil, w.rec.ConfigGen)
 	for k, v := range w.rec.LiveConfig {
 		if lv, err := wire.ParseLiveConfig(k, v); err == nil {
 			dst[k] = wire.EncodeLiveConfig(k, lv)

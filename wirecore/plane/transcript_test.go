@@ -156,6 +156,11 @@ func showLiveConfig(c map[string]msgp.Raw) string {
 		if k == wire.ConfigExtensions {
 			continue
 		}
+		if k == wire.ConfigGeneration {
+			g, _, _ := msgp.ReadUint64Bytes(c[k])
+			out = append(out, fmt.Sprintf("gen=%d", g))
+			continue
+		}
 		v, err := wire.DecodeLiveConfig(k, c[k])
 		switch {
 		case err != nil:
@@ -523,7 +528,7 @@ func (h *harness) showBody(body any) []string {
 		if exts := wire.ConfigExtensionsOf(b.Config); exts != nil {
 			s += fmt.Sprintf(" extensions=%v", exts)
 		}
-		if len(b.Config) > 1 {
+		if _, ok := b.Config[wire.ConfigGeneration]; ok {
 			s += " config=" + showLiveConfig(b.Config)
 		}
 		return []string{s}

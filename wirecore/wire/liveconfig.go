@@ -24,6 +24,13 @@ const (
 	ConfigLogLevel       = "log.level"               // debug, info, warn or error
 )
 
+// ConfigGeneration is the key, always present in a live configuration the
+// plane sends, that counts its changes (an unsigned integer). It keeps the
+// map from being empty, so removing the last key still reaches the daemon:
+// every live key missing from the map goes back to the daemon's own
+// configured value.
+const ConfigGeneration = "nymph_config_gen"
+
 // LiveConfigKeys are the keys ParseLiveConfig accepts, sorted.
 var LiveConfigKeys = [...]string{ConfigLogLevel, ConfigWaitMaxS, ConfigRetryMaxS, ConfigRetryMinS, ConfigMaxInvocations}
 
