@@ -543,7 +543,7 @@ func (d *driver) sendHello(e daemon.SendHello) {
 	go func() {
 		req := &transport.Request{Endpoint: wire.PathHello, Body: body, Lane: transport.LaneControl}
 		a := roundTripDecoded[wire.HelloResponse](d.bg, d.opt.Transport, req, "hello")
-		d.feed(daemon.HelloResult{Status: a.status, Response: a.response, Body: a.body, Err: a.err})
+		d.feed(daemon.HelloResult{Status: a.status, Response: a.response, Body: a.body, Err: a.err, RetryAfter: a.retryAfter})
 	}()
 }
 
@@ -560,7 +560,7 @@ func (d *driver) sendPoll(e daemon.SendPoll) {
 	go func() {
 		req := &transport.Request{Endpoint: wire.PathPoll, Body: body, Lane: transport.LanePoll}
 		a := roundTripDecoded[wire.PollResponse](ctx, d.opt.Transport, req, "poll")
-		res := daemon.PollResult{Seq: e.Seq, Status: a.status, Response: a.response, Body: a.body, Err: a.err}
+		res := daemon.PollResult{Seq: e.Seq, Status: a.status, Response: a.response, Body: a.body, Err: a.err, RetryAfter: a.retryAfter}
 		d.feed(pollDone{res: res, cancel: cancel})
 	}()
 }
@@ -609,10 +609,11 @@ func answeredStatus(err error) int {
 // answer is what a hello's or a poll's round trip tells the core: its
 // status, and the decoded response of a 2xx or the body of another.
 type answer[T any] struct {
-	status   int
-	response *T
-	body     []byte
-	err      error
+	status     int
+	response   *T
+	body       []byte
+	err        error
+	retryAfter time.Duration
 }
 
 // roundTripDecoded sends req and decodes a 2xx response into a T; what
@@ -625,7 +626,7 @@ func roundTripDecoded[T any, PT interface {
 	if err != nil {
 		return answer[T]{err: err}
 	}
-	a := answer[T]{status: resp.Status}
+	a := answer[T]{status: resp.Status, retryAfter: resp.RetryAfter}
 	if !ok2xx(resp.Status) {
 		a.body = resp.Body
 		return a

@@ -26,6 +26,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -116,6 +117,16 @@ func New(opts Options) (*Client, error) {
 // ErrRedirect marks a redirect answer that was not followed.
 var ErrRedirect = errors.New("redirects are not followed")
 
+// retryAfter reads a Retry-After of whole seconds (the form nymph serve
+// and most planes send); a date or garbage is 0.
+func retryAfter(v string) time.Duration {
+	n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 32)
+	if err != nil {
+		return 0
+	}
+	return time.Duration(n) * time.Second
+}
+
 // RefuseRedirect is an http.Client CheckRedirect that follows no redirect,
 // with an error naming the status and the Location, so an operator can
 // point the URL at the address that actually answers. Go's default policy
@@ -203,7 +214,8 @@ func (c *Client) RoundTrip(ctx context.Context, req *transport.Request) (*transp
 	if len(body) > maxResponseBytes {
 		return nil, fmt.Errorf("httpclient: POST %s: %w", req.Endpoint, errTooLarge)
 	}
-	return &transport.Response{Status: hresp.StatusCode, ContentType: hresp.Header.Get("Content-Type"), Body: body}, nil
+	return &transport.Response{Status: hresp.StatusCode, ContentType: hresp.Header.Get("Content-Type"), Body: body,
+		RetryAfter: retryAfter(hresp.Header.Get("Retry-After"))}, nil
 }
 
 var errTooLarge = errors.New("response larger than 256 MiB")

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nymphd/nymph/hostio/transport"
 	"github.com/nymphd/nymph/wirecore/wire"
@@ -213,5 +214,16 @@ func TestRedirectIsRefusedAndTheBearerStaysHome(t *testing.T) {
 			}
 			t.Logf("refused: %v", err)
 		})
+	}
+}
+
+// A Retry-After in whole seconds reaches the daemon core; a date, garbage
+// or nothing is no wait.
+func TestRetryAfter(t *testing.T) {
+	for v, want := range map[string]time.Duration{"60": time.Minute, " 5 ": 5 * time.Second, "": 0, "soon": 0,
+		"Wed, 21 Oct 2015 07:28:00 GMT": 0, "-3": 0, "99999999999": 0} {
+		if got := retryAfter(v); got != want {
+			t.Errorf("Retry-After %q: %v, want %v", v, got, want)
+		}
 	}
 }

@@ -57,6 +57,10 @@ type Response struct {
 	Status      int
 	ContentType string
 	Body        []byte
+	// RetryAfter is the answer's Retry-After (whole seconds), 0 when it
+	// has none (or it came through a relay, whose replies carry no
+	// headers).
+	RetryAfter time.Duration
 }
 
 // Transport carries one request and returns the response. A non-nil error

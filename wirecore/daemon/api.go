@@ -190,7 +190,13 @@ type HelloResult struct {
 	Response *wire.HelloResponse
 	Body     []byte
 	Err      error
+	// RetryAfter is the answer's Retry-After (429, 503), 0 when none: the
+	// next attempt waits at least that long (at most MaxRetryAfter).
+	RetryAfter time.Duration
 }
+
+// MaxRetryAfter bounds how long a Retry-After may hold the daemon back.
+const MaxRetryAfter = time.Hour
 
 // PollResult answers SendPoll with the same Seq. The driver feeds back
 // exactly one PollResult per SendPoll, also for a poll it cancelled
@@ -200,11 +206,12 @@ type HelloResult struct {
 // Fields as in HelloResult; a 404 whose body is {error: "unknown_worker"}
 // makes the machine say hello again.
 type PollResult struct {
-	Seq      uint64
-	Status   int
-	Response *wire.PollResponse
-	Body     []byte
-	Err      error
+	Seq        uint64
+	Status     int
+	Response   *wire.PollResponse
+	Body       []byte
+	Err        error
+	RetryAfter time.Duration
 }
 
 // ExecFinished reports that a started exec ended, whatever the way (exit,

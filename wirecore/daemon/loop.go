@@ -140,6 +140,7 @@ func (m *Machine) onHello(now time.Time, e HelloResult) {
 	case e.Status == 422:
 		m.exit(2, "hello refused: "+validationText(e.Body))
 	case retryableStatus(e.Status):
+		m.retryAfter = e.RetryAfter
 		m.helloFailed(now, "hello failed", statusText(e.Status, e.Body))
 	default:
 		// Any other 4xx (bad bearer, wrong URL, a frame the relay refused)
@@ -270,6 +271,7 @@ func (m *Machine) onPoll(now time.Time, e PollResult) {
 
 func (m *Machine) pollFailed(now time.Time, e PollResult) {
 	m.counters.PollErrors++
+	m.retryAfter = e.RetryAfter
 	if e.Status == 404 && isUnknownWorker(e.Body) {
 		// The control plane forgot this worker (restart, expiry): say
 		// hello again after the usual wait, so a confused server cannot
@@ -290,9 +292,14 @@ func (m *Machine) pollFailed(now time.Time, e PollResult) {
 	}
 }
 
-// scheduleRetry waits out the next backoff step before a hello or poll.
+// scheduleRetry waits out the next backoff step before a hello or poll,
+// or the plane's Retry-After when that is longer.
 func (m *Machine) scheduleRetry(now time.Time) {
 	wait := m.backoff.next(m.rnd.Float64())
+	if ra := min(m.retryAfter, MaxRetryAfter); ra > wait {
+		wait = ra
+	}
+	m.retryAfter = 0
 	m.setState(StateBackoff)
 	m.setTimer(TimerBackoff, now.Add(wait))
 }

@@ -18,6 +18,9 @@ type Machine struct {
 	booted  bool
 	exited  bool
 	backoff backoff
+	// retryAfter is the failed answer's Retry-After, for the next
+	// scheduleRetry.
+	retryAfter time.Duration
 
 	workerID      string
 	helloInFlight bool

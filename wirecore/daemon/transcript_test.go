@@ -221,7 +221,7 @@ func (h *harness) configFields() map[string]any {
 func (h *harness) hello(t *testing.T, d *datadriven.TestData) Event {
 	if d.Cmd == "hello-fail" {
 		return failure(t, d, func(status int, body []byte, err error) Event {
-			return HelloResult{Status: status, Body: body, Err: err}
+			return HelloResult{Status: status, Body: body, Err: err, RetryAfter: retryAfterArg(t, d)}
 		})
 	}
 	resp := &wire.HelloResponse{}
@@ -269,7 +269,7 @@ func (h *harness) poll(t *testing.T, d *datadriven.TestData) Event {
 	}
 	if d.Cmd == "poll-fail" {
 		return failure(t, d, func(status int, body []byte, err error) Event {
-			return PollResult{Seq: seq, Status: status, Body: body, Err: err}
+			return PollResult{Seq: seq, Status: status, Body: body, Err: err, RetryAfter: retryAfterArg(t, d)}
 		})
 	}
 	resp := &wire.PollResponse{Commands: pollCommands(t, d, h.now)}
@@ -303,6 +303,13 @@ func failure(t *testing.T, d *datadriven.TestData, mk func(int, []byte, error) E
 		err = errors.New(e)
 	}
 	return mk(status, body, err)
+}
+
+// retryAfterArg is retry_after=SECONDS, the answer's Retry-After.
+func retryAfterArg(t *testing.T, d *datadriven.TestData) time.Duration {
+	var secs int
+	d.MaybeScanArgs(t, "retry_after", &secs)
+	return time.Duration(secs) * time.Second
 }
 
 // finished is the driver reporting that an exec, a run, a setup or a
