@@ -78,8 +78,11 @@ const SessionTTLS = 86400
 
 // persistSeenEvery bounds how stale a stored LastSeen may be: polls move
 // LastSeen in memory and only every so often in the store, so an idle
-// fleet does not write on every poll.
-const persistSeenEvery = 15 * time.Second
+// fleet does not write on every poll (a fleet polling every 20 s would
+// otherwise rewrite every worker record each time). A stale stored value
+// costs nothing: health counts from the restore after a restart
+// (restoredAt), and the operator API shows the in-memory value.
+const persistSeenEvery = 5 * time.Minute
 
 // Plane is the control-plane state machine. It is not safe for concurrent
 // use: one owner steps it.
