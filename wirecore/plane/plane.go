@@ -2,7 +2,6 @@ package plane
 
 import (
 	"cmp"
-	"container/heap"
 	"crypto/ed25519"
 	"fmt"
 	"io"
@@ -346,7 +345,7 @@ func (p *Plane) reply(req RequestID, status int, body any) {
 
 func (p *Plane) park(req RequestID, until time.Time) {
 	p.replies = append(p.replies, Park{Req: req, Until: until})
-	heap.Push(&p.deadlines, deadline{until: until, req: req})
+	p.deadlines.push(deadline{until: until, req: req})
 	if len(p.deadlines) > 2*len(p.parked)+64 {
 		p.rebuildDeadlines()
 	}
@@ -361,7 +360,7 @@ func (p *Plane) rebuildDeadlines() {
 		}
 	}
 	p.deadlines = kept
-	heap.Init(&p.deadlines)
+	p.deadlines.init()
 }
 
 // dueParked pops the parked requests whose until is not after now: the
@@ -370,7 +369,7 @@ func (p *Plane) rebuildDeadlines() {
 func (p *Plane) dueParked(now time.Time) []RequestID {
 	var due []RequestID
 	for len(p.deadlines) > 0 && !p.deadlines[0].until.After(now) {
-		d := heap.Pop(&p.deadlines).(deadline)
+		d := p.deadlines.pop()
 		if pk := p.parked[d.req]; pk != nil && pk.until.Equal(d.until) {
 			due = append(due, d.req)
 		}
@@ -390,23 +389,64 @@ type deadline struct {
 	req   RequestID
 }
 
-// deadlineHeap is a min-heap of deadlines, earliest first.
+// deadlineHeap is a min-heap of deadlines, earliest first. It is sifted
+// by hand rather than through container/heap, whose interface would box
+// every deadline pushed: one allocation per parked poll.
 type deadlineHeap []deadline
 
-func (h deadlineHeap) Len() int { return len(h) }
-func (h deadlineHeap) Less(i, j int) bool {
+func (h deadlineHeap) less(i, j int) bool {
 	if !h[i].until.Equal(h[j].until) {
 		return h[i].until.Before(h[j].until)
 	}
 	return h[i].req < h[j].req
 }
-func (h deadlineHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *deadlineHeap) Push(x any)   { *h = append(*h, x.(deadline)) }
-func (h *deadlineHeap) Pop() any {
-	old := *h
-	d := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return d
+
+func (h *deadlineHeap) push(d deadline) {
+	*h = append(*h, d)
+	a := *h
+	for i := len(a) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if !a.less(i, parent) {
+			break
+		}
+		a[i], a[parent] = a[parent], a[i]
+		i = parent
+	}
+}
+
+func (h *deadlineHeap) pop() deadline {
+	a := *h
+	top := a[0]
+	last := len(a) - 1
+	a[0] = a[last]
+	*h = a[:last]
+	h.down(0)
+	return top
+}
+
+// down sifts element i toward the leaves until its children are later.
+func (h deadlineHeap) down(i int) {
+	for {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < len(h) && h.less(l, m) {
+			m = l
+		}
+		if r < len(h) && h.less(r, m) {
+			m = r
+		}
+		if m == i {
+			return
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+}
+
+// init orders a heap built by appending.
+func (h deadlineHeap) init() {
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
 }
 
 func (p *Plane) dispatch(now time.Time, ev Event) {
