@@ -1,6 +1,7 @@
 // Package wirecore is the pure protocol core of nymph; its sub-packages hold
-// the wire types and codecs (wire), framing (frame) and the state machines
-// of the daemon and the control plane.
+// the wire types and codecs (wire), framing (frame), the state machines of
+// the daemon and the control plane, and the simulator (sim) that steps
+// both in virtual time.
 //
 // This package itself holds no code. It owns the rule every sub-package
 // follows, and the test that enforces it (purity_test.go): no non-test
