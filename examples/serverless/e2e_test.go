@@ -1,3 +1,8 @@
+// It starts node and nymph, processes of the host: it is not built under
+// wasm, where internal/testkit's process helpers do not exist.
+
+//go:build !js && !wasip1
+
 package serverless_test
 
 import (
@@ -10,7 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -26,9 +30,6 @@ const adminToken, daemonToken = "admin-secret-sls", "daemon-secret-sls"
 // http module: its hello registers a worker, an exec queued through the
 // JavaScript plane runs, and its result is recorded there.
 func TestDaemonAgainstJavaScriptPlane(t *testing.T) {
-	if runtime.GOOS == "js" || runtime.GOOS == "wasip1" {
-		t.Skip("it starts node and nymph: it runs on the host, not under wasm")
-	}
 	node, err := exec.LookPath("node")
 	if err != nil {
 		t.Skip("node is not installed: plane.js needs it")
