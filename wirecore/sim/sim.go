@@ -396,14 +396,7 @@ func (s *Sim) lookup(ref uint64) *request {
 }
 
 func (s *Sim) alloc() *request {
-	var i uint32
-	if n := len(s.freeReq); n > 0 {
-		i = s.freeReq[n-1]
-		s.freeReq = s.freeReq[:n-1]
-	} else {
-		s.reqs = append(s.reqs, request{})
-		i = uint32(len(s.reqs) - 1)
-	}
+	i := slot(&s.reqs, &s.freeReq)
 	r := &s.reqs[i]
 	gen := r.gen + 1
 	*r = request{gen: gen, id: plane.RequestID(uint64(gen)<<32 | uint64(i))}
@@ -721,17 +714,24 @@ func (s *Sim) cancelPoll(n *node, e daemon.CancelPoll) {
 	}
 }
 
+// slot is the index of a free element of items: one its free list gives
+// back, or a new zero one appended. Slots are reused so that a long run
+// holds only what is in flight.
+func slot[T any](items *[]T, free *[]uint32) uint32 {
+	if n := len(*free); n > 0 {
+		i := (*free)[n-1]
+		*free = (*free)[:n-1]
+		return i
+	}
+	var zero T
+	*items = append(*items, zero)
+	return uint32(len(*items) - 1)
+}
+
 // ---------------------------------------------------------------- work
 
 func (s *Sim) start(d int32, id string, k kind, dur Dist) {
-	var i uint32
-	if n := len(s.freeRun); n > 0 {
-		i = s.freeRun[n-1]
-		s.freeRun = s.freeRun[:n-1]
-	} else {
-		s.runs = append(s.runs, running{})
-		i = uint32(len(s.runs) - 1)
-	}
+	i := slot(&s.runs, &s.freeRun)
 	w := &s.runs[i]
 	w.gen++
 	w.d, w.id, w.setup, w.cancelled, w.started = d, id, k == evSetupDone, false, s.now
