@@ -803,10 +803,12 @@ func (d *driver) notifyDraining(e daemon.NotifyDraining) {
 	body, err := e.Request.MarshalMsg(nil)
 	if err != nil {
 		d.log.Warn("encode drain notice", "err", err)
+		d.feedLater(daemon.DrainNoticed{})
 		return
 	}
 	d.log.Info("telling the control plane this daemon drains")
 	go func() {
+		defer d.feed(daemon.DrainNoticed{})
 		if err := d.post(d.bg, transport.LaneControl, wire.PathPoll, body); err != nil {
 			d.log.Warn("drain notice not delivered; the parked poll ends at its deadline", "err", err)
 			return

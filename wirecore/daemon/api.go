@@ -316,6 +316,7 @@ func (AckPosted) isEvent()             {}
 func (ResultPosted) isEvent()          {}
 func (KeyRevoked) isEvent()            {}
 func (OTAFetched) isEvent()            {}
+func (DrainNoticed) isEvent()          {}
 func (OTAApplied) isEvent()            {}
 
 // ---------------------------------------------------------------- effects
@@ -462,12 +463,17 @@ type CancelWork struct {
 }
 
 // NotifyDraining: send Request (a poll with Draining set and a zero
-// timeout) on the control lane, and ignore its answer. The plane answers
-// the parked poll at once (extension wire.ExtDrain); nothing is fed back
-// for this one.
+// timeout) on the control lane, and feed back DrainNoticed once it is
+// answered or has failed (its answer carries nothing). The plane answers
+// the parked poll at once (extension wire.ExtDrain). The machine does not
+// exit before DrainNoticed, so no answer is left unread (a spool's reply
+// file, a relay pipe's frame).
 type NotifyDraining struct {
 	Request wire.PollRequest
 }
+
+// DrainNoticed reports that a NotifyDraining's request has ended.
+type DrainNoticed struct{}
 
 // ApplyOTA: install the binary OTAFetched reported and exec it. The
 // machine emits it once the update's drain is done: nothing runs, every

@@ -92,6 +92,7 @@ func (m *Machine) drain(now time.Time, reason string) {
 		// the plane to answer it now rather than at wait_max_s.
 		req := m.pollRequest(0)
 		req.Draining = true
+		m.noticing = true
 		m.emit(NotifyDraining{Request: req})
 	}
 	m.cancelTimer(TimerBackoff)
@@ -149,7 +150,7 @@ func (m *Machine) cancelInFlight(now time.Time, reason string) {
 // or queued, every outcome posted, and no poll in flight (only under
 // KeepPollOnWake does a drain leave one).
 func (m *Machine) checkDrained() {
-	if !m.draining || m.exited || m.busy() || len(m.outbox) > 0 || m.parked != 0 {
+	if !m.draining || m.exited || m.busy() || len(m.outbox) > 0 || m.parked != 0 || m.noticing {
 		return
 	}
 	m.cancelTimer(TimerGrace)

@@ -73,6 +73,8 @@ type Machine struct {
 	// as configured, for a key the plane stops setting.
 	logLevel     string
 	configuredAt bootValues
+	// noticing is true while a NotifyDraining is in flight.
+	noticing bool
 	// cancelReasons are the reasons of cancels sent to running work, by
 	// exec or invocation id, until its end is reported.
 	cancelReasons map[string]string
@@ -194,6 +196,9 @@ func (m *Machine) Step(now time.Time, ev Event) []Effect {
 		m.onKeyRevoked(e)
 	case OTAFetched:
 		m.onOTAFetched(now, e)
+	case DrainNoticed:
+		m.noticing = false
+		m.checkDrained()
 	case OTAApplied:
 		m.onOTAApplied(now, e)
 	}

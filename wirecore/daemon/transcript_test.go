@@ -140,6 +140,8 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 		evs = h.answerPosts(t, d)
 	case "revoked":
 		evs = []Event{KeyRevoked{Message: positional(t, d)}}
+	case "drain-noticed":
+		evs = []Event{DrainNoticed{}}
 	case "ota-fetched":
 		version, _ := str(d, "version")
 		ev := OTAFetched{CommandID: positional(t, d), Version: version}

@@ -37,7 +37,7 @@ const (
 	routePoll
 	routeResult
 	routeAck
-	routeNotify // a draining poll on the control lane: its answer is ignored
+	routeNotify // a draining poll on the control lane: its end is all the daemon hears
 	routeCount
 )
 
@@ -575,6 +575,8 @@ func (s *Sim) outcome(r *request) daemon.Event {
 		return daemon.ResultPosted{ExecID: r.key, Status: rep.Status, Err: err}
 	case routeAck:
 		return daemon.AckPosted{InvocationID: r.key, Status: rep.Status, Err: err}
+	case routeNotify:
+		return daemon.DrainNoticed{}
 	}
 	return nil
 }
