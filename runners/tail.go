@@ -137,7 +137,7 @@ func clean(b string, cut bool) string {
 	if !utf8.ValidString(b) {
 		b = strings.ToValidUTF8(b, "\uFFFD")
 	}
-	return lastRunes(b, TailMax)
+	return wire.StdoutTailOf(b)
 }
 
 // unfinished is the length of an incomplete rune at the end of s: the
@@ -154,17 +154,4 @@ func unfinished(s string) int {
 		return 0
 	}
 	return 0
-}
-
-// lastRunes is the end of s (valid UTF-8), at most n bytes, cut at a
-// rune boundary.
-func lastRunes(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[len(s)-n:]
-	for len(s) > 0 && !utf8.RuneStart(s[0]) {
-		s = s[1:]
-	}
-	return s
 }

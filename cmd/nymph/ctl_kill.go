@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"strconv"
-	"time"
 
 	"github.com/nymphd/nymph/cmd/nymph/internal/termtext"
 	"github.com/nymphd/nymph/hostio/opclient"
@@ -11,9 +10,6 @@ import (
 	"github.com/nymphd/nymph/wirecore/plane"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
-
-// killPollEvery is how often ctl kill --wait looks at the work it stopped.
-const killPollEvery = 250 * time.Millisecond
 
 // ctlKill stops an invocation or an exec by id: queued work at once;
 // running work by a cancel its daemon carries out (the cancel extension),
@@ -59,15 +55,8 @@ func (c *ctlRun) killExec(ctx context.Context, id, reason string, wait bool) int
 		if !wait {
 			return 0
 		}
-		for ex.State != plane.ExecFinished {
-			select {
-			case <-ctx.Done():
-				return c.fail(ctx.Err())
-			case <-time.After(killPollEvery):
-			}
-			if ex, err = c.client.ExecStatus(ctx, id); err != nil {
-				return c.fail(err)
-			}
+		if ex, err = c.client.WaitExec(ctx, id); err != nil {
+			return c.fail(err)
 		}
 	}
 	termtext.Fprintf(c.env.stdout, "exec %s: finished%s\n", ex.ExecID, execEnd(ex))

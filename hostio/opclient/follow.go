@@ -90,7 +90,7 @@ func (c *Client) FinishExec(ctx context.Context, execID string, stdout, stderr i
 	if err != nil {
 		return ExecOutcome{Streamed: n}, err
 	}
-	st, err := c.waitExecResult(ctx, execID)
+	st, err := c.WaitExec(ctx, execID)
 	if err != nil {
 		return ExecOutcome{Streamed: n}, err
 	}
@@ -101,9 +101,9 @@ func (c *Client) FinishExec(ctx context.Context, execID string, stdout, stderr i
 	return ExecOutcome{Result: *st.Result, Streamed: n}, nil
 }
 
-// waitExecResult fetches the exec status until its result is recorded; the
-// logs stream says done only once it is, so this normally takes one call.
-func (c *Client) waitExecResult(ctx context.Context, execID string) (operator.ExecStatus, error) {
+// WaitExec fetches the exec status until its result is recorded. After a
+// log stream that said done it normally takes one call.
+func (c *Client) WaitExec(ctx context.Context, execID string) (operator.ExecStatus, error) {
 	return pollUntil(ctx, func() (operator.ExecStatus, bool, error) {
 		st, err := c.ExecStatus(ctx, execID)
 		return st, err == nil && st.Result != nil, err

@@ -69,7 +69,7 @@ func (c *Client) put(ctx context.Context, signed wire.PresignResponse, data []by
 		req.Header.Set(k, v)
 	}
 	hc := c.http
-	if !strings.EqualFold(target.Host, c.base.Host) || !strings.EqualFold(target.Scheme, c.base.Scheme) {
+	if !httpclient.SameOrigin(target, c.base) {
 		// Another origin (an object store): the system's roots, and
 		// still no redirect.
 		hc = &http.Client{CheckRedirect: httpclient.RefuseRedirect}

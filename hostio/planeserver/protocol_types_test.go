@@ -129,14 +129,28 @@ func TestEveryBodyServeSendsFitsTheProtocolTypes(t *testing.T) {
 	}
 	script := "echo scripted"
 	ts.admin("POST", operator.PathInvocations, operator.RunRequest{Queue: "default", Script: &script, ArgsBlob: []byte{1, 2}}, nil)
+	sha := strings.Repeat("cd", 32)
+	byRef := &wire.PayloadRef{Bucket: "default", Key: "sha256-" + sha, Size: 400000, ContentType: wire.ContentTypeOctets, SHA256: &sha}
+	ts.admin("POST", operator.PathInvocations, operator.RunRequest{Queue: "default", Function: wire.Function{Module: "jobs", Qualname: "big"}, PayloadRef: byRef}, nil)
 	runs := ts.pollAll(t, w)[wire.KindRun]
-	if len(runs) != 5 {
-		t.Fatalf("%d runs delivered, want 5", len(runs))
+	if len(runs) != 6 {
+		t.Fatalf("%d runs delivered, want 6", len(runs))
 	}
+	refs := 0
 	for _, r := range runs {
-		if run := r.(*strictwire.Run); run.InvocationID == "" || run.ArgsBlob == nil {
+		run := r.(*strictwire.Run)
+		if run.InvocationID == "" || run.ArgsBlob == nil {
 			t.Errorf("run body %+v", run)
 		}
+		if p := run.PayloadRef; p != nil {
+			refs++
+			if len(run.ArgsBlob) != 0 || p.Bucket != "default" || p.Size != 400000 || p.SHA256 == nil || *p.SHA256 != sha || p.ContentType != wire.ContentTypeOctets {
+				t.Errorf("run by payload_ref: args %d bytes, ref %+v", len(run.ArgsBlob), p)
+			}
+		}
+	}
+	if refs != 1 {
+		t.Errorf("%d runs carried a payload_ref, want 1", refs)
 	}
 
 	// Every other kind: execs as `nymph ctl exec` sends them (streamed by
@@ -147,6 +161,8 @@ func TestEveryBodyServeSendsFitsTheProtocolTypes(t *testing.T) {
 		{Command: "uname -a", Stream: true},
 		{Command: "uname -a"},
 		{Command: "cat", Env: map[string]string{"K": "V"}, Stdin: &stdin, Workdir: &workdir, TimeoutS: &timeout, Stream: true, FlushMS: 50, FlushBytes: 1024},
+		{Command: "inline", PayloadInline: []byte("small payload")},
+		{Command: "by-ref", PayloadRef: byRef},
 	} {
 		if st := ts.admin("POST", idPath(operator.PathExec, w), req, nil); st != 200 {
 			t.Fatalf("exec: %d", st)
@@ -163,7 +179,7 @@ func TestEveryBodyServeSendsFitsTheProtocolTypes(t *testing.T) {
 	for kind, bodies := range got {
 		counts[kind] = len(bodies)
 	}
-	want := map[string]int{wire.KindExec: 3, wire.KindSetup: 2, wire.KindOTAUpdate: 1, wire.KindResetBackoff: 1, wire.KindRotateKey: 1}
+	want := map[string]int{wire.KindExec: 5, wire.KindSetup: 2, wire.KindOTAUpdate: 1, wire.KindResetBackoff: 1, wire.KindRotateKey: 1}
 	for kind, n := range want {
 		if counts[kind] != n {
 			t.Errorf("%d %s commands delivered, want %d (all: %v)", counts[kind], kind, n, counts)
@@ -176,6 +192,12 @@ func TestEveryBodyServeSendsFitsTheProtocolTypes(t *testing.T) {
 		}
 		if ex.Command == "cat" && (ex.Env["K"] != "V" || ex.Stdin != "input" || ex.TimeoutS == nil || *ex.TimeoutS != 60 || ex.Log.FlushMS != 50) {
 			t.Errorf("full exec %+v (log %+v)", ex, ex.Log)
+		}
+		if ex.Command == "inline" && (string(ex.PayloadInline) != "small payload" || ex.PayloadRef != nil) {
+			t.Errorf("inline payload exec %+v", ex)
+		}
+		if ex.Command == "by-ref" && (len(ex.PayloadInline) != 0 || ex.PayloadRef == nil || ex.PayloadRef.Size != 400000 || ex.PayloadRef.SHA256 == nil) {
+			t.Errorf("payload_ref exec %+v (ref %+v)", ex, ex.PayloadRef)
 		}
 	}
 

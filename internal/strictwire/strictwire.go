@@ -121,6 +121,9 @@ type Run struct {
 	RootInvocationID   *string   `msgpack:"root_invocation_id"`
 	Script             *string   `msgpack:"script,omitempty"`
 	AsUser             *string   `msgpack:"as_user,omitempty"`
+	// PayloadRef: spec 001, "Payload store": a run may carry its
+	// arguments by reference instead of inline.
+	PayloadRef *PayloadRef `msgpack:"payload_ref,omitempty"`
 }
 
 // Function names the code a run invokes (`function.module`, `function.qualname`).

@@ -114,24 +114,10 @@ func (p *Plane) keepAlive(w *worker, list []wire.InvocationStatus, now time.Time
 		if inv := p.invocations[id]; inv != nil && inv.State == InvocationRunning && inv.WorkerID == w.ID() {
 			p.alive[id] = now
 			if t := list[i].StdoutTail; t != "" {
-				p.tails[id] = lastBytes(t, wire.StdoutTailMax)
+				p.tails[id] = wire.StdoutTailOf(t)
 			}
 		}
 	}
-}
-
-// lastBytes is the end of s, at most n bytes, cut at a rune boundary.
-func lastBytes(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[len(s)-n:]
-	for i := 0; i < len(s) && i < 4; i++ {
-		if s[i]&0xC0 != 0x80 {
-			return s[i:]
-		}
-	}
-	return s
 }
 
 // newerCapabilities reports whether a snapshot of generation gen may be
@@ -196,14 +182,16 @@ func (p *Plane) takeCommands(w *worker, queue string, full bool, now time.Time) 
 	}
 	clear(w.pending[len(kept):])
 	w.pending = kept
-	if hibernate || full || w.rec.State != WorkerActive {
-		return out
-	}
-	if run, ok := p.takeRun(w, queue, now); ok {
-		if w.uses(wire.ExtCursor) {
-			run = p.number(w, run)
+	if !hibernate && !full && w.rec.State == WorkerActive {
+		if run, ok := p.takeRun(w, queue, now); ok {
+			if w.uses(wire.ExtCursor) {
+				run = p.number(w, run)
+			}
+			out = append(out, run)
 		}
-		out = append(out, run)
+	}
+	if len(out) > 0 && w.uses(wire.ExtCursor) {
+		p.putWorker(w) // its cursor moved: stored with the reply, once
 	}
 	return out
 }
@@ -222,13 +210,13 @@ func (p *Plane) delivered(w *worker, c CommandRecord, now time.Time) CommandReco
 }
 
 // number gives c the worker's next cursor and keeps it, durably, until
-// the daemon's cursor reaches it.
+// the daemon's cursor reaches it; takeCommands stores the worker's new
+// cursor once per reply.
 func (p *Plane) number(w *worker, c CommandRecord) CommandRecord {
 	w.rec.Cursor++
 	c.Cursor = w.rec.Cursor
 	w.unconfirmed = append(w.unconfirmed, c)
 	p.putCommand(c)
-	p.putWorker(w)
 	return c
 }
 

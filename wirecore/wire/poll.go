@@ -1,6 +1,10 @@
 package wire
 
-import "github.com/tinylib/msgp/msgp"
+import (
+	"unicode/utf8"
+
+	"github.com/tinylib/msgp/msgp"
+)
 
 // Arrays and maps announced longer than this are refused before anything is
 // allocated for them (a count is 4 bytes; its elements would be far more).
@@ -55,6 +59,20 @@ type InvocationStatus struct {
 // StdoutTailMax bounds InvocationStatus.StdoutTail: the last 4 KiB of a
 // run's output. A plane keeps no more of one than that.
 const StdoutTailMax = 4 << 10
+
+// StdoutTailOf is the end of s that fits a stdout_tail: at most
+// StdoutTailMax bytes, cut at a rune boundary (a rune whose leading bytes
+// would be cut off is left out).
+func StdoutTailOf(s string) string {
+	if len(s) <= StdoutTailMax {
+		return s
+	}
+	s = s[len(s)-StdoutTailMax:]
+	for len(s) > 0 && !utf8.RuneStart(s[0]) {
+		s = s[1:]
+	}
+	return s
+}
 
 // PollResponse carries the commands for this daemon, run in array order.
 type PollResponse struct {
