@@ -29,6 +29,7 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet $(PKGS)
 	GOOS=js GOARCH=wasm $(GO) vet ./examples/serverless/...
+	GOOS=wasip1 GOARCH=wasm $(GO) vet ./examples/serverless/...
 	$(GO) tool staticcheck $(PKGS)
 
 ## test-unit: unit tests with -race; fuzz seed corpora run here too.

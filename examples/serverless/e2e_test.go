@@ -27,7 +27,8 @@ import (
 const adminToken, daemonToken = "admin-secret-sls", "daemon-secret-sls"
 
 // The real nymph daemon against plane.js, the wasm core behind Node's
-// http module: its hello registers a worker, an exec queued through the
+// http module, once with each build of the core (js/wasm and the wasip1
+// reactor): its hello registers a worker, an exec queued through the
 // JavaScript plane runs, and its result is recorded there.
 func TestDaemonAgainstJavaScriptPlane(t *testing.T) {
 	node, err := exec.LookPath("node")
@@ -37,42 +38,60 @@ func TestDaemonAgainstJavaScriptPlane(t *testing.T) {
 	if _, err := os.Stat("/bin/bash"); err != nil {
 		t.Skip("bash is needed: the daemon runs execs under it")
 	}
-	dir := t.TempDir()
-	wasm, nymph := filepath.Join(dir, "plane.wasm"), filepath.Join(dir, "nymph")
-	var wg sync.WaitGroup
-	for _, b := range []struct {
-		out, pkg string
-		env      []string
+	bin := t.TempDir()
+	nymph := filepath.Join(bin, "nymph")
+	planes := []struct {
+		name, pkg string
+		env       []string // go build's
+		flags     []string // go build's
+		args      []string // plane.js's
 	}{
-		{wasm, "./planewasm", []string{"GOOS=js", "GOARCH=wasm"}},
-		{nymph, "../../cmd/nymph", nil},
-	} {
+		{"js", "./planewasm", []string{"GOOS=js", "GOARCH=wasm"}, nil, nil},
+		{"wasip1", "./planewasi", []string{"GOOS=wasip1", "GOARCH=wasm"}, []string{"-buildmode=c-shared"}, []string{"--wasi"}},
+	}
+	var wg sync.WaitGroup
+	build := func(out, pkg string, env, flags []string) {
 		wg.Go(func() {
-			cmd := exec.Command("go", "build", "-o", b.out, b.pkg)
-			cmd.Env = append(os.Environ(), b.env...)
+			cmd := exec.Command("go", append(append([]string{"build"}, flags...), "-o", out, pkg)...)
+			cmd.Env = append(os.Environ(), env...)
 			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Errorf("go build %s: %v\n%s", b.pkg, err, out)
+				t.Errorf("go build %s: %v\n%s", pkg, err, out)
 			}
 		})
+	}
+	build(nymph, "../../cmd/nymph", nil, nil)
+	for _, p := range planes {
+		build(filepath.Join(bin, p.name+".wasm"), p.pkg, p.env, p.flags)
 	}
 	wg.Wait()
 	if t.Failed() {
 		return
 	}
+	script, err := filepath.Abs("plane.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range planes {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			daemonAgainstPlane(t, nymph, filepath.Join(bin, p.name+".wasm"), append([]string{node, script}, p.args...))
+		})
+	}
+}
 
+// daemonAgainstPlane runs plane.js (the command line planeJS) on the core
+// in wasm and the nymph daemon against it, and queues an exec through it.
+func daemonAgainstPlane(t *testing.T, nymph, wasm string, planeJS []string) {
+	dir := t.TempDir()
 	planeLog, daemonLog := &testkit.SyncBuffer{}, &testkit.SyncBuffer{}
 	t.Cleanup(func() { // runs last, once both have stopped
 		if t.Failed() {
 			t.Logf("plane.js output:\n%s\nnymph daemon output:\n%s", planeLog, daemonLog)
 		}
 	})
-	script, err := filepath.Abs("plane.js")
-	if err != nil {
-		t.Fatal(err)
-	}
 	plane := start(t, "plane.js", planeLog, []string{"PLANE_WASM=" + wasm, "LISTEN=127.0.0.1:0",
 		"STATE_FILE=" + filepath.Join(dir, "state.json"), "ADMIN_TOKEN=" + adminToken, "DAEMON_TOKEN=" + daemonToken},
-		node, script)
+		planeJS[0], planeJS[1:]...)
 	listening := regexp.MustCompile(`listening on (http://\S+)`)
 	var url string
 	waitUntil(t, 20*time.Second, "plane.js to listen", func() bool {

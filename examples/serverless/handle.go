@@ -1,8 +1,9 @@
 // Package serverless is a control plane in the shape of a serverless
 // handler: every request restores wirecore/plane from a stored state,
 // steps the one event the request is, and hands back the reply and the
-// state to store. planewasm exports Handle to JavaScript; plane.js is the
-// handler around it. It imports the cores alone: no hostio.
+// state to store. planewasm exports Handle to JavaScript, planewasi to a
+// WASI host; plane.js is the handler around either. It imports the cores
+// alone: no hostio.
 //
 // Kept small on purpose: bearer tokens only (signatures and join tokens
 // are not read), msgpack bodies on daemon routes, a few operator routes,
