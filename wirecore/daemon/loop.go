@@ -62,7 +62,17 @@ func (m *Machine) helloCursor() *string {
 	if m.cursor == 0 || !slices.Contains(m.cfg.Extensions, wire.ExtCursor) {
 		return nil
 	}
-	return wire.FormatCursor(m.cursor)
+	return m.cursorText()
+}
+
+// cursorText is m.cursor as the wire carries it, formatted once per
+// value rather than on every poll; the string it points to is never
+// changed, so a request may keep it.
+func (m *Machine) cursorText() *string {
+	if m.cursorWire == nil || m.cursorWireOf != m.cursor {
+		m.cursorWire, m.cursorWireOf = wire.FormatCursor(m.cursor), m.cursor
+	}
+	return m.cursorWire
 }
 
 // pollRequest is a poll of this worker, waiting at most waitS, reporting
@@ -75,7 +85,7 @@ func (m *Machine) pollRequest(waitS float64) wire.PollRequest {
 		Invocations: make([]wire.InvocationStatus, 0, len(m.runs)),
 	}
 	if m.uses(wire.ExtCursor) {
-		req.Cursor = wire.FormatCursor(m.cursor)
+		req.Cursor = m.cursorText()
 	}
 	for _, r := range m.runs {
 		req.Invocations = append(req.Invocations, wire.InvocationStatus{
@@ -106,7 +116,7 @@ func (m *Machine) advanceCursor(cursor *string, all bool) {
 }
 
 // uses reports whether the plane agreed to extension ext.
-func (m *Machine) uses(ext string) bool { return slices.Contains(m.agreed, ext) }
+func (m *Machine) uses(ext string) bool { return m.agreedSet.Has(ext) }
 
 func (m *Machine) capabilities() wire.Capabilities {
 	runners := m.cfg.Runners
@@ -164,6 +174,7 @@ func (m *Machine) helloAccepted(now time.Time, resp *wire.HelloResponse) {
 			m.agreed = append(m.agreed, e)
 		}
 	}
+	m.agreedSet = wire.ExtSetOf(m.agreed)
 	if len(m.agreed) > 0 {
 		m.log(slog.LevelInfo, "extensions agreed with the control plane", slog.Any("extensions", m.agreed))
 	}

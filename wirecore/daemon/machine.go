@@ -61,11 +61,14 @@ type Machine struct {
 	applying                             bool // ApplyOTA emitted, OTAApplied not yet seen
 
 	// agreed are the extensions the plane's last hello reply agreed to.
-	agreed []string
+	agreed    []string
+	agreedSet wire.ExtSet // the same, asked on every poll
 	// cursor is the last command cursor applied; applied the ids of the
 	// commands applied most recently (extension wire.ExtCursor), and
 	// appliedDirty says they changed since PersistDelivery.
 	cursor       uint64
+	cursorWire   *string // cursorText's, for cursorWireOf
+	cursorWireOf uint64
 	applied      idRing
 	appliedDirty bool
 	// logLevel is the level the plane last set (extension wire.ExtConfig);
@@ -162,8 +165,24 @@ func New(cfg Config, rnd Rand) *Machine {
 func (m *Machine) Step(now time.Time, ev Event) []Effect {
 	clear(m.out)
 	m.out = m.out[:0]
+	return m.step(now, ev)
+}
+
+// StepInto is Step that appends the effects to buf and returns it: for
+// a driver of many machines (the simulator), which keeps one buffer for
+// all of them rather than one per machine. The machine keeps no hold of
+// buf after it returns.
+func (m *Machine) StepInto(buf []Effect, now time.Time, ev Event) []Effect {
+	saved := m.out
+	m.out = buf
+	out := m.step(now, ev)
+	m.out = saved
+	return out
+}
+
+func (m *Machine) step(now time.Time, ev Event) []Effect {
 	if m.exited {
-		return nil
+		return m.out // nothing added
 	}
 	if _, ok := ev.(Boot); !ok && !m.booted {
 		m.log(slog.LevelWarn, "event before boot ignored", slog.String("event", fmt.Sprintf("%T", ev)))

@@ -207,6 +207,12 @@ func (p *Plane) caller(now time.Time, req RequestID, a *Auth) (*worker, bool) {
 // worker with a key is acted for by signed requests only. by is the
 // signer (nil: a bearer request); what names the request in messages.
 func (p *Plane) actsFor(req RequestID, by *worker, targetID, what string) bool {
+	return p.actsForWorker(req, by, p.workers[targetID], targetID, what)
+}
+
+// actsForWorker is actsFor with the target already looked up (nil: no
+// such worker), for the poll, which needs it next anyway.
+func (p *Plane) actsForWorker(req RequestID, by, target *worker, targetID, what string) bool {
 	if by != nil {
 		if by.ID() == targetID {
 			return true
@@ -221,7 +227,7 @@ func (p *Plane) actsFor(req RequestID, by *worker, targetID, what string) bool {
 			Forgery: &Forgery{Signer: by.ID(), Target: targetID, What: what}})
 		return false
 	}
-	if t := p.workers[targetID]; t != nil && t.keyed() {
+	if t := target; t != nil && t.keyed() {
 		msg := fmt.Sprintf("worker %s has an enrolled key: the %s must be signed by it", targetID, what)
 		if t.rec.KeyRevoked {
 			msg = fmt.Sprintf("the key of worker %s was revoked: the %s must be signed, by a key its host joins with again (nymph ctl token)", targetID, what)

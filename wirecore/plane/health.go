@@ -12,8 +12,7 @@ func (p *Plane) onTick(now time.Time) {
 	for _, req := range p.dueParked(now) {
 		p.onDeadline(now, req) // a request answered by an earlier one is skipped there
 	}
-	for _, id := range p.workerOrder {
-		w := p.workers[id]
+	for _, w := range p.workerOrder {
 		if p.isLost(w, now) {
 			p.markLost(w, now)
 		}

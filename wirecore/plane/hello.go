@@ -217,7 +217,7 @@ func (p *Plane) admit(now time.Time, h *wire.HelloRequest, en *enrolment) *worke
 		id := p.newWorkerID(now)
 		w = &worker{rec: WorkerRecord{ID: id, MachineID: h.MachineID, CreatedAt: now, State: WorkerActive}}
 		p.workers[id] = w
-		p.workerOrder = append(p.workerOrder, id)
+		p.workerOrder = append(p.workerOrder, w)
 		p.byMachine[h.MachineID] = id
 	}
 	if en != nil {
@@ -234,6 +234,7 @@ func (p *Plane) admit(now time.Time, h *wire.HelloRequest, en *enrolment) *worke
 	r.Capabilities.Runners = slices.Clone(h.Capabilities.Runners)
 	r.Versions = h.Versions
 	r.Extensions = wire.AgreedExtensions(h.Extensions)
+	w.ext = wire.ExtSetOf(r.Extensions)
 	r.CapabilitiesGen = 0 // a restarted daemon counts its refreshes afresh
 	r.LastSeen = now
 	r.HibernateUntil = time.Time{}

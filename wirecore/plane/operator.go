@@ -50,8 +50,8 @@ func (p *Plane) targetIf(req RequestID, id string, sound bool, problem string) *
 func (p *Plane) onListWorkers(e ListWorkers) {
 	running := p.runningPerWorker()
 	out := make([]operator.Worker, 0, len(p.workerOrder))
-	for _, id := range p.workerOrder {
-		out = append(out, workerView(p.workers[id], running[id]))
+	for _, w := range p.workerOrder {
+		out = append(out, workerView(w, running[w.ID()]))
 	}
 	p.reply(e.Req, StatusOK, out)
 }

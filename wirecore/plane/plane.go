@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nymphd/nymph/wirecore/identity"
+	"github.com/nymphd/nymph/wirecore/wire"
 )
 
 // Config holds the plane's policy and its entropy source.
@@ -90,7 +91,7 @@ type Plane struct {
 	seq uint64
 
 	workers     map[string]*worker
-	workerOrder []string          // creation order, for stable listings
+	workerOrder []*worker         // creation order, for stable listings and sweeps without a map lookup each
 	byMachine   map[string]string // machine_id → worker id
 
 	invocations map[string]*InvocationRecord
@@ -112,10 +113,14 @@ type Plane struct {
 	finished []finishedRef
 
 	parked map[RequestID]*parked
-	// deadlines orders the parked requests by their until, so a Tick finds
-	// the ones due without looking at every parked request. An entry whose
+	// inOrder and deadlines order the parked requests by their until, so
+	// a Tick finds the ones due without looking at every parked request.
+	// A park whose until is not before the last queued one's (a fleet's
+	// polls parked for the cap, in arrival order: nearly all of them) is
+	// appended to inOrder; the others go to the heap. An entry whose
 	// request is no longer parked (or parked anew) is skipped when it comes
-	// up, and the heap is rebuilt when such entries pile up.
+	// up, and both are compacted when such entries pile up.
+	inOrder   deadlineFIFO
 	deadlines deadlineHeap
 	// pollOrder lists parked polls in the order they parked (entries of
 	// polls answered since are skipped and compacted lazily).
@@ -171,6 +176,11 @@ type worker struct {
 	configSent uint64
 	// openExecs are the worker's delivered execs without a result.
 	openExecs map[string]struct{}
+	// ext is rec.Extensions as a set, asked on every poll.
+	ext wire.ExtSet
+	// park is the worker's parked poll, when hasPoll: a worker has at
+	// most one, so it lives here rather than in an allocation per poll.
+	park parked
 	// pub and prevPub are rec.PublicKey and rec.PrevPublicKey decoded.
 	pub, prevPub ed25519.PublicKey
 }
@@ -184,13 +194,13 @@ const (
 
 // parked is one open request the plane will answer later.
 type parked struct {
-	kind     parkKind
-	until    time.Time
-	workerID string
-	queue    string // poll: the queue the poll asked for
-	full     bool   // poll: its daemon has no permit free (control commands only)
-	execID   string // logs
-	offset   int64  // logs
+	kind   parkKind
+	until  time.Time
+	w      *worker // poll: whose
+	queue  string  // poll: the queue the poll asked for
+	full   bool    // poll: its daemon has no permit free (control commands only)
+	execID string  // logs
+	offset int64   // logs
 }
 
 // New returns an empty plane.
@@ -240,12 +250,12 @@ func Restore(cfg Config, snap Snapshot, now time.Time) (*Plane, error) {
 		if r.ID == "" {
 			return nil, fmt.Errorf("plane: restore: worker record without id")
 		}
-		w := &worker{rec: r, persistedSeen: r.LastSeen}
+		w := &worker{rec: r, persistedSeen: r.LastSeen, ext: wire.ExtSetOf(r.Extensions)}
 		if err := p.restoreKeys(w); err != nil {
 			return nil, err
 		}
 		p.workers[r.ID] = w
-		p.workerOrder = append(p.workerOrder, r.ID)
+		p.workerOrder = append(p.workerOrder, w)
 		p.byMachine[r.MachineID] = r.ID
 	}
 	p.restoreTokens(snap.Tokens)
@@ -296,8 +306,7 @@ func Restore(cfg Config, snap Snapshot, now time.Time) (*Plane, error) {
 // in-memory value, which may be newer than the stored one.
 func (p *Plane) Snapshot() Snapshot {
 	var s Snapshot
-	for _, id := range p.workerOrder {
-		w := p.workers[id]
+	for _, w := range p.workerOrder {
 		s.Workers = append(s.Workers, cloneWorker(w.rec))
 		s.Commands = append(s.Commands, w.pending...)
 		s.Commands = append(s.Commands, w.unconfirmed...)
@@ -345,17 +354,27 @@ func (p *Plane) reply(req RequestID, status int, body any) {
 
 func (p *Plane) park(req RequestID, until time.Time) {
 	p.replies = append(p.replies, Park{Req: req, Until: until})
-	p.deadlines.push(deadline{until: until, req: req})
-	if len(p.deadlines) > 2*len(p.parked)+64 {
+	d := deadline{until: until, req: req}
+	if !p.inOrder.push(d) {
+		p.deadlines.push(d)
+	}
+	if p.inOrder.len()+len(p.deadlines) > 2*len(p.parked)+64 {
 		p.rebuildDeadlines()
 	}
 }
 
+// current reports whether d is still the deadline of a parked request.
+func (p *Plane) current(d deadline) bool {
+	pk := p.parked[d.req]
+	return pk != nil && pk.until.Equal(d.until)
+}
+
 // rebuildDeadlines drops the entries of requests no longer parked.
 func (p *Plane) rebuildDeadlines() {
+	p.inOrder.keep(p.current)
 	kept := p.deadlines[:0]
 	for _, d := range p.deadlines {
-		if pk := p.parked[d.req]; pk != nil && pk.until.Equal(d.until) {
+		if p.current(d) {
 			kept = append(kept, d)
 		}
 	}
@@ -368,9 +387,18 @@ func (p *Plane) rebuildDeadlines() {
 // sweep of every parked request had).
 func (p *Plane) dueParked(now time.Time) []RequestID {
 	var due []RequestID
+	for {
+		d, ok := p.inOrder.first()
+		if !ok || d.until.After(now) {
+			break
+		}
+		p.inOrder.pop()
+		if p.current(d) {
+			due = append(due, d.req)
+		}
+	}
 	for len(p.deadlines) > 0 && !p.deadlines[0].until.After(now) {
-		d := p.deadlines.pop()
-		if pk := p.parked[d.req]; pk != nil && pk.until.Equal(d.until) {
+		if d := p.deadlines.pop(); p.current(d) {
 			due = append(due, d.req)
 		}
 	}
@@ -387,6 +415,51 @@ func (p *Plane) dueParked(now time.Time) []RequestID {
 type deadline struct {
 	until time.Time
 	req   RequestID
+}
+
+// deadlineFIFO is a queue of deadlines in until order, taken only while
+// they come in that order.
+type deadlineFIFO struct {
+	d    []deadline
+	head int // d[:head] are popped
+}
+
+func (f *deadlineFIFO) len() int { return len(f.d) - f.head }
+
+// push appends d unless it is earlier than the last one queued.
+func (f *deadlineFIFO) push(d deadline) bool {
+	if n := len(f.d); n > f.head && d.until.Before(f.d[n-1].until) {
+		return false
+	}
+	f.d = append(f.d, d)
+	return true
+}
+
+func (f *deadlineFIFO) first() (deadline, bool) {
+	if f.len() == 0 {
+		return deadline{}, false
+	}
+	return f.d[f.head], true
+}
+
+func (f *deadlineFIFO) pop() {
+	f.head++
+	if f.head == len(f.d) {
+		f.d, f.head = f.d[:0], 0
+	} else if f.head >= 1024 && 2*f.head >= len(f.d) {
+		f.d, f.head = f.d[:copy(f.d, f.d[f.head:])], 0
+	}
+}
+
+// keep drops the entries ok refuses, in place and in order.
+func (f *deadlineFIFO) keep(ok func(deadline) bool) {
+	kept := f.d[:0]
+	for _, d := range f.d[f.head:] {
+		if ok(d) {
+			kept = append(kept, d)
+		}
+	}
+	f.d, f.head = kept, 0
 }
 
 // deadlineHeap is a min-heap of deadlines, earliest first. It is sifted

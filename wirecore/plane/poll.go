@@ -20,10 +20,13 @@ func (p *Plane) onPoll(now time.Time, e Poll) {
 		return
 	}
 	by, ok := p.caller(now, e.Req, &e.Auth)
-	if !ok || !p.actsFor(e.Req, by, e.Body.WorkerID, "poll") {
+	if !ok {
 		return
 	}
 	w := p.workers[e.Body.WorkerID]
+	if !p.actsForWorker(e.Req, by, w, e.Body.WorkerID, "poll") {
+		return
+	}
 	if w == nil {
 		p.reply(e.Req, StatusNotFound, ErrorBody{Error: ErrUnknownWorker})
 		return
@@ -64,7 +67,8 @@ func (p *Plane) onPoll(now time.Time, e Poll) {
 	}
 	until := now.Add(wait)
 	w.poll, w.hasPoll = e.Req, true
-	p.parked[e.Req] = &parked{kind: parkPoll, until: until, workerID: w.ID(), queue: queue, full: full}
+	w.park = parked{kind: parkPoll, until: until, w: w, queue: queue, full: full}
+	p.parked[e.Req] = &w.park
 	p.pollOrder = append(p.pollOrder, e.Req)
 	if len(p.pollOrder) > 2*len(p.parked)+64 {
 		p.compactPollOrder()
@@ -89,7 +93,7 @@ func (p *Plane) pollWait(secs float64) time.Duration {
 func (w *worker) ID() string { return w.rec.ID }
 
 // uses reports whether the worker's daemon agreed to extension ext.
-func (w *worker) uses(ext string) bool { return slices.Contains(w.rec.Extensions, ext) }
+func (w *worker) uses(ext string) bool { return w.ext.Has(ext) }
 
 // seen records a sign of life: a lost or hibernating worker that polls is
 // back.
@@ -407,7 +411,8 @@ func (p *Plane) targetVersion(w *worker) *string {
 	if want == "" || (w.rec.Versions.Daemon != nil && *w.rec.Versions.Daemon == want) {
 		return nil
 	}
-	return &want
+	v := want // only a reply that names a version allocates it
+	return &v
 }
 
 // wakeWorker answers w's parked poll if it now has something to deliver.
@@ -460,7 +465,7 @@ func (p *Plane) wakeForRuns(now time.Time) {
 		if len(p.queued) == 0 {
 			continue
 		}
-		w := p.workers[pk.workerID]
+		w := pk.w
 		if w.rec.State != WorkerActive {
 			continue
 		}
@@ -495,7 +500,7 @@ func (p *Plane) unpark(req RequestID) {
 	delete(p.parked, req)
 	switch pk.kind {
 	case parkPoll:
-		if w := p.workers[pk.workerID]; w != nil && w.hasPoll && w.poll == req {
+		if w := pk.w; w.hasPoll && w.poll == req {
 			w.hasPoll = false
 		}
 	case parkLogs:
@@ -518,7 +523,7 @@ func (p *Plane) onDeadline(now time.Time, req RequestID) {
 	}
 	switch pk.kind {
 	case parkPoll:
-		w := p.workers[pk.workerID]
+		w := pk.w
 		cmds := p.takeCommands(w, pk.queue, pk.full, now)
 		p.unpark(req)
 		p.replyPoll(req, w, cmds)
@@ -533,8 +538,8 @@ func (p *Plane) onDeadline(now time.Time, req RequestID) {
 // offers them to the worker's next poll.
 func (p *Plane) onUndelivered(now time.Time, e Undelivered) {
 	var w *worker
-	for _, id := range p.workerOrder {
-		if c := p.workers[id]; c.lastReply == e.Req && len(c.lastSent) > 0 {
+	for _, c := range p.workerOrder {
+		if c.lastReply == e.Req && len(c.lastSent) > 0 {
 			w = c
 			break
 		}

@@ -78,7 +78,7 @@ func TestUpdateOutcome(t *testing.T) {
 	if u := hello(1, &old); u != nil {
 		t.Fatalf("first hello: update outcome %+v", u)
 	}
-	id := p.workerOrder[0]
+	id := p.workerOrder[0].ID()
 	update := func(req RequestID) {
 		t.Helper()
 		eff := p.Step(now, EnqueueUpdate{Req: req, WorkerID: id, Body: operator.UpdateRequest{Version: next, URL: "https://plane.example/v1/releases/x", SHA256: strings.Repeat("a", 64)}})

@@ -86,8 +86,7 @@ func (p *Plane) setupHolder(a *wire.Ack, cmdID string) *worker {
 	w := p.workers[a.WorkerID]
 	if w == nil || !slices.ContainsFunc(w.rec.SetupsInFlight, func(s SetupInFlight) bool { return s.CommandID == cmdID }) {
 		w = nil
-		for _, id := range p.workerOrder {
-			c := p.workers[id]
+		for _, c := range p.workerOrder {
 			if slices.ContainsFunc(c.rec.SetupsInFlight, func(s SetupInFlight) bool { return s.CommandID == cmdID }) {
 				w = c
 				break

@@ -63,9 +63,9 @@ type request struct {
 	seq        uint64 // a poll's Seq
 	key        string // a post's exec or invocation id
 	sentAt     int64
-	wait       int64 // what the client asked the plane to wait (a poll's timeout_s)
-	parkUntil  int64 // while parked at the plane
-	body       plane.Request
+	wait       int64       // what the client asked the plane to wait (a poll's timeout_s)
+	parkUntil  int64       // while parked at the plane
+	body       plane.Event // the request as the plane is stepped with it
 	reply      plane.Reply
 	err        error
 }
@@ -184,6 +184,8 @@ type Sim struct {
 	pending    int
 
 	met metrics
+	// effects is the daemons' effect buffer (stepDaemon).
+	effects []daemon.Effect
 }
 
 // New checks the scenario and builds the fleet, nothing stepped yet.
@@ -290,7 +292,7 @@ func (s *Sim) nextArrival() {
 // progress, when not nil, is called after every sample with the virtual
 // time reached.
 func (s *Sim) Run(progress func(done, total time.Duration)) Result {
-	for s.q.len() > 0 && s.q.ev[0].at <= s.end {
+	for s.q.len() > 0 && s.q.peek().at <= s.end {
 		e := s.q.pop()
 		s.now = e.at
 		s.events++
@@ -433,11 +435,18 @@ func (s *Sim) cut(d int32) (cut, refuse bool) {
 	return cut, refuse
 }
 
-// send puts a daemon's request on the network.
-func (s *Sim) send(d int32, rt route, body plane.Request, wait int64) *request {
+// open takes a slot for a request of daemon d; its body, built with the
+// slot's id (so the plane is stepped with it as it is, not a renamed
+// copy), goes in before send.
+func (s *Sim) open(d int32, rt route, wait int64) *request {
 	r := s.alloc()
-	r.d, r.route, r.body, r.sentAt, r.wait = d, rt, body, s.now, wait
-	cut, refuse := s.cut(d)
+	r.d, r.route, r.sentAt, r.wait = d, rt, s.now, wait
+	return r
+}
+
+// send puts a daemon's request on the network.
+func (s *Sim) send(r *request) {
+	cut, refuse := s.cut(r.d)
 	switch {
 	case refuse:
 		s.met.refused++
@@ -446,11 +455,10 @@ func (s *Sim) send(d int32, rt route, body plane.Request, wait int64) *request {
 	case cut || s.lost():
 		s.met.lost++
 		r.planeDone, r.body = true, nil
-		s.q.push(event{at: s.now + wait + int64(s.sc.Network.Timeout), kind: evTimeout, ref: uint64(r.id)})
+		s.q.push(event{at: s.now + r.wait + int64(s.sc.Network.Timeout), kind: evTimeout, ref: uint64(r.id)})
 	default:
 		s.q.push(event{at: s.now + s.latency(), kind: evArrive, ref: uint64(r.id)})
 	}
-	return r
 }
 
 // arrive hands a request that reached the plane's address to the plane.
@@ -463,7 +471,7 @@ func (s *Sim) arrive(r *request) {
 	}
 	s.met.routes[r.route]++
 	r.atPlane = true
-	body := r.body.Named(r.id)
+	body := r.body
 	r.body = nil
 	s.stepPlane(body)
 }
@@ -638,24 +646,38 @@ func (s *Sim) stepDaemon(d int32, ev daemon.Event) {
 	if n.state == stExited {
 		return
 	}
-	for _, eff := range n.m.Step(s.t(), ev) {
+	// One effect buffer for the whole fleet (StepInto), taken while in
+	// use so a nested step would get its own.
+	effs := n.m.StepInto(s.effects[:0], s.t(), ev)
+	s.effects = nil
+	for _, eff := range effs {
 		switch e := eff.(type) {
 		case daemon.SendHello:
-			s.send(d, routeHello, plane.Hello{Body: e.Request, Auth: bearer()}, 0)
+			r := s.open(d, routeHello, 0)
+			r.body = plane.Hello{Req: r.id, Body: e.Request, Auth: bearer()}
+			s.send(r)
 		case daemon.SendPoll:
-			r := s.send(d, routePoll, plane.Poll{Body: e.Request, Auth: bearer()}, int64(float64(e.Request.TimeoutS)*float64(time.Second)))
+			r := s.open(d, routePoll, int64(float64(e.Request.TimeoutS)*float64(time.Second)))
+			r.body = plane.Poll{Req: r.id, Body: e.Request, Auth: bearer()}
 			r.seq = e.Seq
 			n.polls = append(n.polls, pollRef{seq: e.Seq, req: r.id})
+			s.send(r)
 		case daemon.CancelPoll:
 			s.cancelPoll(n, e)
 		case daemon.NotifyDraining:
-			s.send(d, routeNotify, plane.Poll{Body: e.Request, Auth: bearer()}, 0)
+			r := s.open(d, routeNotify, 0)
+			r.body = plane.Poll{Req: r.id, Body: e.Request, Auth: bearer()}
+			s.send(r)
 		case daemon.PostExecResult:
-			r := s.send(d, routeResult, plane.ExecResult{ExecID: e.ExecID, Body: e.Result, Auth: bearer()}, 0)
+			r := s.open(d, routeResult, 0)
+			r.body = plane.ExecResult{Req: r.id, ExecID: e.ExecID, Body: e.Result, Auth: bearer()}
 			r.key = e.ExecID
+			s.send(r)
 		case daemon.PostAck:
-			r := s.send(d, routeAck, plane.Ack{Body: e.Ack, Auth: bearer()}, 0)
+			r := s.open(d, routeAck, 0)
+			r.body = plane.Ack{Req: r.id, Body: e.Ack, Auth: bearer()}
 			r.key = e.Ack.InvocationID
+			s.send(r)
 		case daemon.StartExec:
 			if at, ok := s.enqueuedAt[e.Exec.ExecID]; ok {
 				delete(s.enqueuedAt, e.Exec.ExecID)
@@ -693,6 +715,8 @@ func (s *Sim) stepDaemon(d int32, ev daemon.Event) {
 		// Runs, refreshes, updates and key rotations are not part of the
 		// workload; logs and delivery records have nowhere to go.
 	}
+	clear(effs)
+	s.effects = effs[:0]
 }
 
 func (s *Sim) cancelPoll(n *node, e daemon.CancelPoll) {

@@ -41,6 +41,33 @@ const (
 // KnownExtensions are the extensions this build speaks, in a fixed order.
 var KnownExtensions = [...]string{ExtCancel, ExtDrain, ExtCursor, ExtConfig}
 
+// ExtSet is a set of known extensions as bits, one per KnownExtensions
+// entry: what a peer agreed to, asked on every poll without walking a
+// list of strings.
+type ExtSet uint8
+
+// ExtSetOf is the set of the known extensions in list; unknown names are
+// left out.
+func ExtSetOf(list []string) ExtSet {
+	var s ExtSet
+	for i, e := range KnownExtensions {
+		if slices.Contains(list, e) {
+			s |= 1 << i
+		}
+	}
+	return s
+}
+
+// Has reports whether ext is in s; false for an unknown name.
+func (s ExtSet) Has(ext string) bool {
+	for i, e := range KnownExtensions {
+		if e == ext {
+			return s&(1<<i) != 0
+		}
+	}
+	return false
+}
+
 // ConfigExtensions is the key of the hello reply's config map that lists
 // the extensions the plane agreed to, as an array of strings.
 const ConfigExtensions = "nymph_extensions"
