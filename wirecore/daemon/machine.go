@@ -12,54 +12,28 @@ import (
 // Machine is the daemon's state machine. Create it with New; feed it with
 // Step. It is not safe for concurrent use.
 type Machine struct {
-	cfg     Config
-	rnd     Rand
-	state   string
-	booted  bool
-	exited  bool
-	backoff backoff
-	// retryAfter is the failed answer's Retry-After, for the next
-	// scheduleRetry.
-	retryAfter time.Duration
+	// cfg comes first: its poll settings, at its end, then sit next to
+	// the fields a poll's turn of the loop touches, which follow. A
+	// driver of a whole fleet (the simulator) steps each machine once in
+	// a while, so each cache line these span is a miss; keep hot fields
+	// together and the rare ones below.
+	cfg Config
 
+	// The poll loop's fields.
+	out           []Effect
+	state         string
+	booted        bool
+	exited        bool
 	workerID      string
 	helloInFlight bool
 	// needHello: the next attempt after a backoff is a hello, not a poll
 	// (at boot, and after a poll answered 404 unknown_worker).
 	needHello bool
-
-	pollSeq uint64
+	pollSeq   uint64
 	// parked is the Seq of the poll the loop waits on; 0 when none. A
 	// cancelled poll is no longer parked, but its result is still read
 	// for the commands it may carry.
 	parked uint64
-
-	timers [timerCount]time.Time // zero: not armed
-
-	execs []execEntry // started, in start order
-	runs  []runEntry  // started, in start order
-	held  []heldWork  // waiting for a permit, in arrival order
-
-	setups        []wire.SetupCommand // waiting for the serial setup slot
-	setup         *wire.SetupCommand  // in the slot (running or refreshing)
-	refreshing    bool
-	pendingCaps   *wire.Capabilities // to ship as updated_capabilities
-	capsFirstSeq  uint64             // first poll that carried pendingCaps; 0: not sent yet
-	capsGen       uint64             // counts refreshes: pendingCaps's generation
-	outbox        []*outgoing        // outcomes being posted, or waiting to be sent again
-	idleSince     time.Time
-	hibernateTill time.Time
-
-	signals     int
-	draining    bool
-	drainReason string
-	cancelled   bool // CancelInFlight was decided
-	// fetchingOTA is the command id of the update being downloaded;
-	// updating, of the update whose drain ends in ApplyOTA (its version
-	// in updateVersion) rather than in Exit.
-	fetchingOTA, updating, updateVersion string
-	applying                             bool // ApplyOTA emitted, OTAApplied not yet seen
-
 	// agreed are the extensions the plane's last hello reply agreed to.
 	agreed    []string
 	agreedSet wire.ExtSet // the same, asked on every poll
@@ -69,23 +43,53 @@ type Machine struct {
 	cursor       uint64
 	cursorWire   *string // cursorText's, for cursorWireOf
 	cursorWireOf uint64
-	applied      idRing
 	appliedDirty bool
+	draining     bool
+	// noticing is true while a NotifyDraining is in flight.
+	noticing bool
+	execs    []execEntry // started, in start order
+	runs     []runEntry  // started, in start order
+	held     []heldWork  // waiting for a permit, in arrival order
+
+	setups                   []wire.SetupCommand // waiting for the serial setup slot
+	setup                    *wire.SetupCommand  // in the slot (running or refreshing)
+	refreshing               bool
+	pendingCaps              *wire.Capabilities // to ship as updated_capabilities
+	capsFirstSeq             uint64             // first poll that carried pendingCaps; 0: not sent yet
+	capsGen                  uint64             // counts refreshes: pendingCaps's generation
+	outbox                   []*outgoing        // outcomes being posted, or waiting to be sent again
+	idleSince                time.Time
+	lastPollAt, lastPollOKAt time.Time
+	counters                 Counters
+
+	rnd     Rand
+	backoff backoff
+	// retryAfter is the failed answer's Retry-After, for the next
+	// scheduleRetry.
+	retryAfter time.Duration
+
+	timers [timerCount]time.Time // zero: not armed
+
+	hibernateTill time.Time
+
+	signals     int
+	drainReason string
+	cancelled   bool // CancelInFlight was decided
+	// fetchingOTA is the command id of the update being downloaded;
+	// updating, of the update whose drain ends in ApplyOTA (its version
+	// in updateVersion) rather than in Exit.
+	fetchingOTA, updating, updateVersion string
+	applying                             bool // ApplyOTA emitted, OTAApplied not yet seen
+
+	applied idRing
 	// logLevel is the level the plane last set (extension wire.ExtConfig);
 	// "" until it sets one. configuredAt keeps the live-settable values
 	// as configured, for a key the plane stops setting.
 	logLevel     string
 	configuredAt bootValues
-	// noticing is true while a NotifyDraining is in flight.
-	noticing bool
 	// cancelReasons are the reasons of cancels sent to running work, by
 	// exec or invocation id, until its end is reported.
 	cancelReasons map[string]string
-
-	lastPollAt, lastPollOKAt time.Time
-	counters                 Counters
-
-	out []Effect
 }
 
 type execEntry struct{ id string }

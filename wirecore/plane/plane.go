@@ -154,12 +154,26 @@ type Plane struct {
 
 // worker is a WorkerRecord plus what only lives in memory.
 type worker struct {
-	rec WorkerRecord
-	// pending are the worker's undelivered commands, oldest first.
-	pending []CommandRecord
+	// The fields a poll touches come first, next to the record's start:
+	// with a whole fleet parked, each cache line a poll spans is a miss.
+	//
 	// poll is the worker's parked poll, when hasPoll.
 	poll    RequestID
 	hasPoll bool
+	// ext is rec.Extensions as a set, asked on every poll.
+	ext wire.ExtSet
+	// configSent is the ConfigGen last sent to the daemon (extension
+	// wire.ExtConfig); a poll reply carries the config while it is behind.
+	configSent uint64
+	// pending are the worker's undelivered commands, oldest first.
+	pending []CommandRecord
+	// unconfirmed are the commands handed out under a cursor
+	// (wire.ExtCursor) that the daemon's cursor has not reached, oldest
+	// first: a poll with a lower cursor gets them again.
+	unconfirmed []CommandRecord
+	// park is the worker's parked poll, when hasPoll: a worker has at
+	// most one, so it lives here rather than in an allocation per poll.
+	park parked
 	// persistedSeen is the LastSeen the store holds.
 	persistedSeen time.Time
 	// lastReply is the request of the last poll reply that carried
@@ -167,20 +181,11 @@ type worker struct {
 	// them back.
 	lastReply RequestID
 	lastSent  []CommandRecord
-	// unconfirmed are the commands handed out under a cursor
-	// (wire.ExtCursor) that the daemon's cursor has not reached, oldest
-	// first: a poll with a lower cursor gets them again.
-	unconfirmed []CommandRecord
-	// configSent is the ConfigGen last sent to the daemon (extension
-	// wire.ExtConfig); a poll reply carries the config while it is behind.
-	configSent uint64
+
+	rec WorkerRecord
+
 	// openExecs are the worker's delivered execs without a result.
 	openExecs map[string]struct{}
-	// ext is rec.Extensions as a set, asked on every poll.
-	ext wire.ExtSet
-	// park is the worker's parked poll, when hasPoll: a worker has at
-	// most one, so it lives here rather than in an allocation per poll.
-	park parked
 	// pub and prevPub are rec.PublicKey and rec.PrevPublicKey decoded.
 	pub, prevPub ed25519.PublicKey
 }

@@ -1,5 +1,7 @@
 package sim
 
+import "math/bits"
+
 // event is one scheduled happening. It is a small value without
 // pointers, so the heap is one flat slice: a 100,000-daemon fleet keeps a
 // few hundred thousand of them pending and the collector has nothing in
@@ -56,13 +58,16 @@ type queue struct {
 	// curB+ringSize, in no order; ringN counts them.
 	ring  [ringSize][]event
 	ringN int
+	// used has bit b&ringMask set while ring[b&ringMask] holds events,
+	// so a sparse fleet skips its empty buckets a word at a time.
+	used [ringSize / 64]uint64
 	// far holds the events of bucket curB+ringSize and later.
 	far eventHeap
 }
 
 const (
-	bucketShift = 20 // 2^20 ns ≈ 1.05 ms a bucket
-	ringSize    = 1 << 16
+	bucketShift = 22 // 2^22 ns ≈ 4.2 ms a bucket
+	ringSize    = 1 << 14
 	ringMask    = ringSize - 1
 	// keptBucket bounds the storage a drained bucket keeps for reuse: a
 	// wave that put the whole fleet in one bucket does not pin its array.
@@ -81,8 +86,7 @@ func (q *queue) push(e event) {
 	case b <= q.curB:
 		q.cur.push(e)
 	case b < q.curB+ringSize:
-		q.ring[b&ringMask] = append(q.ring[b&ringMask], e)
-		q.ringN++
+		q.toRing(b, e)
 	default:
 		q.far.push(e)
 	}
@@ -109,18 +113,18 @@ func (q *queue) advance() {
 	if q.ringN == 0 {
 		q.curB = bucketOf(q.far[0].at)
 	} else {
-		q.curB++
+		q.curB = q.nextUsed()
 	}
 	for len(q.far) > 0 && bucketOf(q.far[0].at) < q.curB+ringSize {
 		e := q.far.pop()
-		b := bucketOf(e.at)
-		q.ring[b&ringMask] = append(q.ring[b&ringMask], e)
-		q.ringN++
+		q.toRing(bucketOf(e.at), e)
 	}
-	slot := &q.ring[q.curB&ringMask]
+	i := q.curB & ringMask
+	slot := &q.ring[i]
 	if len(*slot) == 0 {
 		return
 	}
+	q.used[i/64] &^= 1 << (i % 64)
 	q.cur = append(q.cur, *slot...)
 	q.ringN -= len(*slot)
 	if cap(*slot) > keptBucket {
@@ -129,6 +133,29 @@ func (q *queue) advance() {
 		*slot = (*slot)[:0]
 	}
 	q.cur.init()
+}
+
+func (q *queue) toRing(b int64, e event) {
+	i := b & ringMask
+	q.ring[i] = append(q.ring[i], e)
+	q.used[i/64] |= 1 << (i % 64)
+	q.ringN++
+}
+
+// nextUsed is the first bucket after curB whose slot holds events; the
+// ring must not be empty.
+func (q *queue) nextUsed() int64 {
+	from := (q.curB + 1) & ringMask
+	w, bit := from/64, from%64
+	if m := q.used[w] >> bit; m != 0 {
+		return q.curB + 1 + int64(bits.TrailingZeros64(m))
+	}
+	for k := int64(1); k <= ringSize/64; k++ {
+		if m := q.used[(w+k)%(ringSize/64)]; m != 0 {
+			return q.curB + 1 + (64 - bit) + (k-1)*64 + int64(bits.TrailingZeros64(m))
+		}
+	}
+	panic("sim: queue: ring counted events but holds none")
 }
 
 // eventHeap is a binary min-heap of events by (at, seq). Hand-written

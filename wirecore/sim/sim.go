@@ -84,7 +84,7 @@ type running struct {
 type node struct {
 	m      *daemon.Machine
 	worker string
-	polls  []pollRef // polls in flight, by Seq
+	polls  pollSet // polls in flight, by Seq
 	timers [timerCount]int64
 	armed  uint8 // bit i: timers[i] is armed
 	state  uint8
@@ -95,6 +95,61 @@ type node struct {
 type pollRef struct {
 	seq uint64
 	req plane.RequestID
+}
+
+// pollSet holds a daemon's polls in flight: rarely more than two (the
+// parked one and one a wake sent past it), so they sit in the node
+// itself, one cache line with it, and only more spill to a slice.
+type pollSet struct {
+	n     uint8
+	in    [2]pollRef
+	spill []pollRef
+}
+
+func (p *pollSet) add(r pollRef) {
+	if int(p.n) < len(p.in) {
+		p.in[p.n] = r
+		p.n++
+		return
+	}
+	p.spill = append(p.spill, r)
+}
+
+// find is the request of poll seq, 0 when it is not in flight.
+func (p *pollSet) find(seq uint64) plane.RequestID {
+	for _, r := range p.in[:p.n] {
+		if r.seq == seq {
+			return r.req
+		}
+	}
+	for _, r := range p.spill {
+		if r.seq == seq {
+			return r.req
+		}
+	}
+	return 0
+}
+
+func (p *pollSet) drop(seq uint64) {
+	for i := range p.in[:p.n] {
+		if p.in[i].seq != seq {
+			continue
+		}
+		copy(p.in[i:p.n], p.in[i+1:p.n])
+		p.n--
+		if len(p.spill) > 0 { // refill from the spill, oldest first
+			p.in[p.n] = p.spill[0]
+			p.n++
+			p.spill = append(p.spill[:0], p.spill[1:]...)
+		}
+		return
+	}
+	for i, r := range p.spill {
+		if r.seq == seq {
+			p.spill = append(p.spill[:i], p.spill[i+1:]...)
+			return
+		}
+	}
 }
 
 const timerCount = 5
@@ -184,8 +239,10 @@ type Sim struct {
 	pending    int
 
 	met metrics
-	// effects is the daemons' effect buffer (stepDaemon).
-	effects []daemon.Effect
+	// effects is the daemons' effect buffer (stepDaemon), pollResp the
+	// poll response a PollResult points to (outcome).
+	effects  []daemon.Effect
+	pollResp wire.PollResponse
 }
 
 // New checks the scenario and builds the fleet, nothing stepped yet.
@@ -540,12 +597,7 @@ func (s *Sim) feed(r *request) {
 }
 
 func (s *Sim) dropPoll(n *node, seq uint64) {
-	for i, p := range n.polls {
-		if p.seq == seq {
-			n.polls = append(n.polls[:i], n.polls[i+1:]...)
-			return
-		}
-	}
+	n.polls.drop(seq)
 }
 
 // outcome is the daemon event that answers r, as a driver builds it
@@ -576,7 +628,10 @@ func (s *Sim) outcome(r *request) daemon.Event {
 		}
 		res := daemon.PollResult{Seq: r.seq, Status: rep.Status, Body: raw}
 		if body, ok := rep.Body.(wire.PollResponse); ok {
-			res.Response = &body
+			// The machine reads the response within its step and keeps
+			// no hold of it, so one scratch copy serves every poll.
+			s.pollResp = body
+			res.Response = &s.pollResp
 		}
 		return res
 	case routeResult:
@@ -660,7 +715,7 @@ func (s *Sim) stepDaemon(d int32, ev daemon.Event) {
 			r := s.open(d, routePoll, int64(float64(e.Request.TimeoutS)*float64(time.Second)))
 			r.body = plane.Poll{Req: r.id, Body: e.Request, Auth: bearer()}
 			r.seq = e.Seq
-			n.polls = append(n.polls, pollRef{seq: e.Seq, req: r.id})
+			n.polls.add(pollRef{seq: e.Seq, req: r.id})
 			s.send(r)
 		case daemon.CancelPoll:
 			s.cancelPoll(n, e)
@@ -723,20 +778,14 @@ func (s *Sim) cancelPoll(n *node, e daemon.CancelPoll) {
 	if e.KeepReply {
 		return // the request runs on; the plane answers it when the next poll overtakes it
 	}
-	for _, p := range n.polls {
-		if p.seq != e.Seq {
-			continue
-		}
-		r := s.lookup(uint64(p.req))
-		if r == nil {
-			return
-		}
-		r.cut, r.err = true, errCancelled
-		s.q.push(event{at: s.now, kind: evFeed, ref: uint64(r.id)})
-		if r.atPlane {
-			s.q.push(event{at: s.now + s.latency(), kind: evGone, ref: uint64(r.id)})
-		}
+	r := s.lookup(uint64(n.polls.find(e.Seq)))
+	if r == nil {
 		return
+	}
+	r.cut, r.err = true, errCancelled
+	s.q.push(event{at: s.now, kind: evFeed, ref: uint64(r.id)})
+	if r.atPlane {
+		s.q.push(event{at: s.now + s.latency(), kind: evGone, ref: uint64(r.id)})
 	}
 }
 
