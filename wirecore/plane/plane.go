@@ -124,7 +124,7 @@ type Plane struct {
 	deadlines deadlineHeap
 	// pollOrder lists parked polls in the order they parked (entries of
 	// polls answered since are skipped and compacted lazily).
-	pollOrder []RequestID
+	pollOrder []parkedPoll
 	// logWaits lists parked log waits by exec id.
 	logWaits map[string][]RequestID
 
@@ -196,6 +196,16 @@ const (
 	parkPoll parkKind = iota + 1
 	parkLogs
 )
+
+// parkedPoll is a pollOrder entry: poll req of worker w.
+type parkedPoll struct {
+	req RequestID
+	w   *worker
+}
+
+// current reports whether the poll is still parked: asked of its
+// worker, which holds its one parked poll, rather than of the map.
+func (o parkedPoll) current() bool { return o.w.hasPoll && o.w.poll == o.req }
 
 // parked is one open request the plane will answer later.
 type parked struct {

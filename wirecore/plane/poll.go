@@ -69,7 +69,7 @@ func (p *Plane) onPoll(now time.Time, e Poll) {
 	w.poll, w.hasPoll = e.Req, true
 	w.park = parked{kind: parkPoll, until: until, w: w, queue: queue, full: full}
 	p.parked[e.Req] = &w.park
-	p.pollOrder = append(p.pollOrder, e.Req)
+	p.pollOrder = append(p.pollOrder, parkedPoll{req: e.Req, w: w})
 	if len(p.pollOrder) > 2*len(p.parked)+64 {
 		p.compactPollOrder()
 	}
@@ -456,23 +456,19 @@ func (p *Plane) answerParkedPoll(w *worker, now time.Time) {
 // wakeForRuns offers queued runs to parked polls, longest parked first.
 func (p *Plane) wakeForRuns(now time.Time) {
 	kept := p.pollOrder[:0]
-	for _, req := range p.pollOrder {
-		pk := p.parked[req]
-		if pk == nil || pk.kind != parkPoll {
+	for _, o := range p.pollOrder {
+		if !o.current() {
 			continue
 		}
-		kept = append(kept, req)
-		if len(p.queued) == 0 {
+		kept = append(kept, o)
+		w := o.w
+		if len(p.queued) == 0 || w.rec.State != WorkerActive {
 			continue
 		}
-		w := pk.w
-		if w.rec.State != WorkerActive {
-			continue
-		}
-		if run, ok := p.takeRun(w, pk.queue, now); ok {
+		if run, ok := p.takeRun(w, w.park.queue, now); ok {
 			kept = kept[:len(kept)-1]
-			p.unpark(req)
-			p.replyPoll(req, w, []CommandRecord{run})
+			p.unpark(o.req)
+			p.replyPoll(o.req, w, []CommandRecord{run})
 		}
 	}
 	clear(p.pollOrder[len(kept):])
@@ -482,9 +478,9 @@ func (p *Plane) wakeForRuns(now time.Time) {
 // compactPollOrder drops answered polls from pollOrder.
 func (p *Plane) compactPollOrder() {
 	kept := p.pollOrder[:0]
-	for _, req := range p.pollOrder {
-		if pk := p.parked[req]; pk != nil && pk.kind == parkPoll {
-			kept = append(kept, req)
+	for _, o := range p.pollOrder {
+		if o.current() {
+			kept = append(kept, o)
 		}
 	}
 	clear(p.pollOrder[len(kept):])
