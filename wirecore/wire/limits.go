@@ -2,6 +2,7 @@ package wire
 
 import (
 	"fmt"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -146,18 +147,18 @@ func CheckID(field, id string, maxBytes int) *ValidationError {
 	return nil
 }
 
-func isIDByte(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
+// isIDByte is one table load: every poll checks its worker id, byte by
+// byte.
+func isIDByte(c byte) bool { return idBytes[c] }
+
+// idBytes marks the bytes an id may hold.
+var idBytes = func() (set [256]bool) {
+	for c := range 256 {
+		b := byte(c)
+		set[c] = 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9' || strings.IndexByte(IDChars, b) >= 0
 	}
-	for i := 0; i < len(IDChars); i++ {
-		if IDChars[i] == c {
-			return true
-		}
-	}
-	return false
-}
+	return set
+}()
 
 // CheckText checks a string of at most maxBytes bytes: valid UTF-8 (a
 // msgpack str is UTF-8), without control characters (they would reach an
