@@ -6,7 +6,8 @@ BIN := $(CURDIR)/bin
 FUZZTIME ?= 30s
 PKGS := ./...
 WASM_PKGS := ./wirecore/...
-# The serverless example's plane runs under js/wasm only (syscall/js).
+# The serverless example is tested under js/wasm: its planewasm uses
+# syscall/js (planewasi, the wasip1 reactor, is run by its end-to-end test).
 JS_PKGS := $(WASM_PKGS) ./examples/serverless/...
 
 .PHONY: all build gen gen-check vet test test-unit test-wasm test-js test-wasip1 testscripts fuzz bench demo clean release

@@ -683,8 +683,14 @@ func (c *ctlRun) printInvocation(inv operator.Invocation, asJSON bool) int {
 		termtext.Fprintf(c.env.stdout, " on %s", inv.WorkerID)
 	}
 	fmt.Fprintln(c.env.stdout)
-	if inv.Error != nil {
-		termtext.Fprintf(c.env.stdout, "error: %s: %s\n", inv.Error.TypeName, inv.Error.Message)
+	if e := inv.Error; e != nil {
+		// A run's message already starts with its type ("<type>:
+		// <message>", as the runners surface error.json): say it once.
+		msg := e.Message
+		if !strings.HasPrefix(msg, e.TypeName+": ") {
+			msg = e.TypeName + ": " + msg
+		}
+		termtext.Fprintf(c.env.stdout, "error: %s\n", msg)
 	}
 	if len(inv.ResultBlob) > 0 {
 		fmt.Fprintf(c.env.stdout, "result: %d bytes\n", len(inv.ResultBlob))
