@@ -68,6 +68,16 @@ func statusText(status int, body []byte) string {
 	return errText(nil, status) + ": " + text
 }
 
+// refusalText describes a refusal that will not heal: the body's {error,
+// message} when it has them (a control plane's, or a relay's own refusal
+// as its client hands it on), else the body's first bytes.
+func refusalText(status int, body []byte) string {
+	if _, ok := errorBody(body); ok {
+		return statusText(status, body)
+	}
+	return errText(nil, status) + bodySnippet(body)
+}
+
 // maxRefusalText bounds the part of a refusal's body statusText keeps.
 const maxRefusalText = 300
 

@@ -155,7 +155,7 @@ func (m *Machine) onHello(now time.Time, e HelloResult) {
 	default:
 		// Any other 4xx (bad bearer, wrong URL, a frame the relay refused)
 		// will not heal by retrying the same request: say why and stop.
-		m.exit(2, fmt.Sprintf("hello refused: status %d%s", e.Status, bodySnippet(e.Body)))
+		m.exit(2, "hello refused: "+refusalText(e.Status, e.Body))
 	}
 }
 

@@ -110,7 +110,21 @@ func ParseReply(payload []byte, id string) (reply Reply, mine bool, err error) {
 	if r.RelayError != nil && r.Status == 0 {
 		return Reply{}, true, &RelayError{Message: r.RelayError.Message}
 	}
+	if r.RelayError != nil && len(r.Body) == 0 {
+		return refusal(int(r.Status), r.RelayError.Message), true, nil
+	}
 	return Reply{Status: int(r.Status), Body: nonNil(r.Body)}, true, nil
+}
+
+// refusal is a status the relay answered itself, with no upstream body:
+// its message becomes a body of the shape a control plane refuses with
+// (wire.ErrRelayRefused), which the daemon reads and logs.
+func refusal(status int, message string) Reply {
+	body, err := (&wire.ValidationError{Error: wire.ErrRelayRefused, Message: message}).MarshalMsg(nil)
+	if err != nil {
+		body = []byte{}
+	}
+	return Reply{Status: status, Body: body}
 }
 
 // ParseRawReply reads a reply of a relay answering raw (no ids): the
@@ -120,6 +134,9 @@ func ParseRawReply(payload []byte) (Reply, error) {
 	if f, ok := RawRelayError(payload); ok {
 		if f.Status == 0 {
 			return Reply{}, &RelayError{Message: f.Message}
+		}
+		if len(f.Body) == 0 {
+			return refusal(int(f.Status), f.Message), nil
 		}
 		return Reply{Status: int(f.Status), Body: nonNil(f.Body)}, nil
 	}

@@ -97,3 +97,35 @@ func TestParseRawReply(t *testing.T) {
 		t.Errorf("a relay_error of status 0: %v", err)
 	}
 }
+
+// A refusal the relay made itself (a status, its message, no upstream
+// body) reaches the daemon as a body of the shape a control plane refuses
+// with, so its reason is logged; an upstream body is kept as it came.
+func TestRelayRefusalKeepsItsMessage(t *testing.T) {
+	wantBody := func(t *testing.T, what string, r Reply, status int, msg string) {
+		t.Helper()
+		var v wire.ValidationError
+		if _, err := v.UnmarshalMsg(r.Body); err != nil || r.Status != status || v.Error != wire.ErrRelayRefused || v.Message != msg {
+			t.Errorf("%s: status %d, body %+v (%v); want %d with {%s, %q}", what, r.Status, v, err, status, wire.ErrRelayRefused, msg)
+		}
+	}
+	idReply, _ := (&wire.RelayReply{ID: "a-1", Status: 400, RelayError: &wire.RelayReplyError{Message: "endpoint /v1/x not allowed"}}).MarshalMsg(nil)
+	r, mine, err := ParseReply(idReply, "a-1")
+	if !mine || err != nil {
+		t.Fatalf("id reply: %v, %v", mine, err)
+	}
+	wantBody(t, "id reply", r, 400, "endpoint /v1/x not allowed")
+
+	raw, _ := (&wire.RelayErrorReply{RelayError: wire.RelayFailure{Status: 413, Message: "frame of 300 MiB"}}).MarshalMsg(nil)
+	r, err = ParseRawReply(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantBody(t, "raw reply", r, 413, "frame of 300 MiB")
+
+	upstream, _ := (&wire.ValidationError{Error: "invalid", Field: "worker_id"}).MarshalMsg(nil)
+	withBody, _ := (&wire.RelayReply{ID: "a-1", Status: 422, Body: upstream, RelayError: &wire.RelayReplyError{Message: "upstream answered 422"}}).MarshalMsg(nil)
+	if r, _, _ := ParseReply(withBody, "a-1"); string(r.Body) != string(upstream) {
+		t.Errorf("an upstream body was replaced: %q", r.Body)
+	}
+}

@@ -39,6 +39,13 @@ type RelayReply struct {
 	RelayError *RelayReplyError `msg:"relay_error,omitempty"`
 }
 
+// ErrRelayRefused is the error code a daemon's client gives a refusal the
+// relay made itself (a status, a message, no upstream body): it becomes
+// the reply's body, {error: ErrRelayRefused, message}, read like a
+// control plane's refusal, so the relay's reason reaches the daemon's log
+// rather than a bare status. It is never sent on the wire.
+const ErrRelayRefused = "relay_refused"
+
 // RelayReplyError says why the relay itself failed or refused a request.
 type RelayReplyError struct {
 	Message string `msg:"message"`
