@@ -67,6 +67,16 @@ func NewRegistry(cfg Config, offered ...Runner) *Registry {
 	return r
 }
 
+// Reap has every offered Reaper stop what an earlier daemon's runs left
+// under the registry's root, in kind order.
+func (r *Registry) Reap(ctx context.Context) {
+	for _, k := range r.Kinds() {
+		if rp, ok := r.runners[k].(Reaper); ok {
+			rp.Reap(ctx, r.cfg.Root, r.cfg.Log)
+		}
+	}
+}
+
 // Kinds lists the kinds offered, sorted.
 func (r *Registry) Kinds() []string {
 	kinds := make([]string, 0, len(r.runners))

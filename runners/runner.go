@@ -112,3 +112,13 @@ type Runner interface {
 	Kind() string
 	Run(ctx context.Context, inv Invocation) Outcome
 }
+
+// Reaper is a runner whose work can outlive a daemon killed outright in a
+// place no process group of the daemon's reaches (a container is
+// dockerd's child, not the daemon's). Reap finds what runs of an earlier
+// daemon left under root ([runtime] workdir) and stops it; the daemon
+// calls it once at start, before its first hello, when that earlier
+// daemon can no longer report those runs.
+type Reaper interface {
+	Reap(ctx context.Context, root string, log *slog.Logger)
+}

@@ -167,6 +167,9 @@ func daemonMain(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, log *
 	// The core resolves each run's kind ([runtime] default_runner, aliases);
 	// the registry only finds the runner of the kind it names.
 	registry := runners.NewRegistry(runners.Config{Root: cfg.Runtime.Workdir, Entry: cfg.Runtime.Entry, Log: log}, offered...)
+	// What an earlier daemon's runs left outside its process groups (a
+	// container dockerd runs) is stopped too, before the first hello.
+	registry.Reap(ctx)
 
 	downloads, err := daemonDownloads(cfg, tr)
 	if err != nil {

@@ -4,6 +4,7 @@ package docker_test
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -380,4 +381,47 @@ func TestEngineGVisor(t *testing.T) {
 		}
 		containerGone(t, cid)
 	})
+}
+
+// Reap removes the container a run of a daemon killed outright left
+// running (its cidfile still in the run's workdir), forgets a cidfile
+// whose container is gone, and never hands the client a cidfile that
+// does not hold a container id.
+func TestReapRemovesLeftoverContainers(t *testing.T) {
+	e := realEngine(t)
+	root := t.TempDir()
+	out, err := exec.Command("docker", "run", "-d", "--rm", e.image, "sleep", "300").Output()
+	if err != nil {
+		t.Fatalf("docker run -d: %v", err)
+	}
+	cid := strings.TrimSpace(string(out))
+	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", cid).Run() })
+	write := func(dir, content string) string {
+		t.Helper()
+		p := filepath.Join(root, dir, docker.CIDFile)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	running := write("inv-running", cid+"\n")
+	gone := write("inv-gone", strings.Repeat("ab", 32))
+	odd := write("inv-odd", "--help")
+
+	docker.New(docker.Options{}).Reap(context.Background(), root, slog.New(slog.DiscardHandler))
+
+	if out, _ := exec.Command("docker", "ps", "-a", "-q", "--no-trunc", "--filter", "id="+cid).Output(); strings.TrimSpace(string(out)) != "" {
+		t.Errorf("container %s still there after Reap", cid)
+	}
+	for _, p := range []string{running, gone} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s kept: %v", p, err)
+		}
+	}
+	if _, err := os.Stat(odd); err != nil {
+		t.Errorf("a cidfile without a container id was removed: %v", err)
+	}
 }
