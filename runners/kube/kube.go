@@ -115,6 +115,14 @@ func (r *Runner) Run(ctx context.Context, inv runners.Invocation) runners.Outcom
 	_ = os.WriteFile(filepath.Join(inv.Workdir, "pod.json"), manifest, 0o600)
 	name := PodName(inv.Run.InvocationID)
 	log = log.With("pod", name)
+	// Written before the apply (which may go through even if it fails)
+	// and removed when the run returns: one a daemon killed outright
+	// leaves names a Pod nobody follows, which the next daemon deletes.
+	ref := filepath.Join(inv.Workdir, PodRefFile)
+	if err := writePodRef(ref, cfg, name); err != nil {
+		log.Warn("pod not recorded; a daemon killed outright would leave it running", "err", err)
+	}
+	defer os.Remove(ref)
 	if _, err := r.kubectl(ctx, manifest, ApplyArgv(cfg)...); err != nil {
 		if ctx.Err() != nil {
 			r.delete(cfg, name, log) // the apply may have gone through

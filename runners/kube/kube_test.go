@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -329,4 +330,64 @@ func TestScriptRun(t *testing.T) {
 	if o.State != wire.StateFailed || o.Error.Message != "pod "+PodName("k3")+" phase Failed" || o.ExitCode != nil {
 		t.Fatalf("%+v %+v", o, o.Error)
 	}
+}
+
+// A run names its Pod in its workdir while it follows it and removes the
+// name when it returns; Reap deletes the Pod a leftover pod.ref names
+// (its daemon was killed outright), in the namespace and context the run
+// used, and hands kubectl nothing that is not a kubernetes name.
+func TestReapDeletesLeftoverPods(t *testing.T) {
+	bin, calls := fakeKubectl(t)
+	os.WriteFile(filepath.Join(calls, "phase"), []byte("Running"), 0o600)
+	root := t.TempDir()
+	reg := runners.NewRegistry(runners.Config{Root: root}, New(Options{Kubectl: bin}))
+	kc := &wire.KubeConfig{Namespace: "ml", Context: "prod", PollIntervalS: ptr(wire.Number(0.05))}
+	run := wire.Run{InvocationID: "k9", RunConfig: wire.RunConfig{Kube: kc}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan runners.Outcome, 1)
+	go func() { done <- reg.ExecuteAs(ctx, runners.KindKube, run, "") }()
+	ref := filepath.Join(root, "k9", PodRefFile)
+	testkit.WaitFile(t, 10*time.Second, filepath.Join(calls, "applied.json"))
+	b, err := os.ReadFile(ref)
+	if err != nil || string(b) != `{"name":"`+PodName("k9")+`","namespace":"ml","context":"prod"}` {
+		t.Fatalf("%s while the pod runs: %s, %v", PodRefFile, b, err)
+	}
+	cancel()
+	<-done
+	if _, err := os.Stat(ref); !os.IsNotExist(err) {
+		t.Fatalf("%s kept after the run returned: %v", PodRefFile, err)
+	}
+
+	// What a daemon killed outright leaves behind.
+	os.WriteFile(ref, b, 0o600)
+	odd := filepath.Join(root, "k-odd", PodRefFile)
+	os.MkdirAll(filepath.Dir(odd), 0o700)
+	os.WriteFile(odd, []byte(`{"name":"--all","namespace":"ml"}`), 0o600)
+	before, _ := os.ReadDir(calls)
+	New(Options{Kubectl: bin}).Reap(context.Background(), root, slog.New(slog.DiscardHandler))
+	after, _ := os.ReadDir(calls)
+	if len(after) != len(before)+1 {
+		t.Fatalf("Reap made %d kubectl calls, want 1", len(after)-len(before))
+	}
+	last, _ := os.ReadFile(filepath.Join(calls, fmt.Sprintf("%d.argv", len(before)-countNonArgv(before))))
+	if want := strings.Join(DeleteArgv(kc, PodName("k9")), "\n") + "\n"; string(last) != want {
+		t.Errorf("Reap called kubectl %q, want %q", last, want)
+	}
+	if _, err := os.Stat(ref); !os.IsNotExist(err) {
+		t.Errorf("%s kept after the pod was deleted: %v", ref, err)
+	}
+	if _, err := os.Stat(odd); err != nil {
+		t.Errorf("a reference that names no pod was removed: %v", err)
+	}
+}
+
+// countNonArgv counts the fake's files that are not call records.
+func countNonArgv(entries []os.DirEntry) int {
+	n := 0
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".argv") {
+			n++
+		}
+	}
+	return n
 }

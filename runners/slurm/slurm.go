@@ -34,6 +34,10 @@ const (
 	DefaultPollInterval = 5 * time.Second
 	ScriptFile          = "job.sbatch"
 	OutputFile          = "slurm.out"
+	// JobIDFile holds the id of the run's job while the daemon follows
+	// it: one a daemon killed outright leaves names a job no daemon
+	// follows any more, which the next one cancels (Reap).
+	JobIDFile = "slurm.jobid"
 	// StatusFile is where job.sbatch records a script's exit status: the
 	// job's own state says only whether it was 0.
 	StatusFile = "script.status"
@@ -212,6 +216,11 @@ func (r *Runner) Run(ctx context.Context, inv runners.Invocation) runners.Outcom
 	}
 	log = log.With("slurm_job", jobID)
 	log.Info("job submitted")
+	idFile := filepath.Join(inv.Workdir, JobIDFile)
+	if err := os.WriteFile(idFile, []byte(jobID+"\n"), 0o600); err != nil {
+		log.Warn("job id not recorded; a daemon killed outright would leave the job running", "err", err)
+	}
+	defer os.Remove(idFile)
 	return r.follow(ctx, inv, jobID, log)
 }
 

@@ -2,6 +2,7 @@ package slurm_test
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -267,5 +268,67 @@ func TestEngineSlurmConcurrentJobs(t *testing.T) {
 	}
 	if !got["first"] || !got["second"] {
 		t.Fatalf("results %v", got)
+	}
+}
+
+// A run records its job's id in its workdir while it follows the job and
+// removes it when the run ends; Reap cancels the job a leftover id file
+// names (its daemon was killed outright), forgets one slurmctld no longer
+// knows, and never hands scancel a file that does not hold a job id.
+func TestEngineSlurmReapCancelsLeftoverJobs(t *testing.T) {
+	c := realCluster(t)
+	id := uniqueID("reap")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan runners.Outcome, 1)
+	go func() { done <- c.run(ctx, slurm.New(slurm.Options{}), id, "sleep:300", wire.SlurmConfig{}) }()
+	workdir := filepath.Join(c.root, id)
+	waitFile(t, filepath.Join(workdir, "started"), done)
+	job := jobID(t, id)
+	if b, err := os.ReadFile(filepath.Join(workdir, slurm.JobIDFile)); err != nil || strings.TrimSpace(string(b)) != job {
+		t.Fatalf("%s while the job runs: %q, %v; want %s", slurm.JobIDFile, b, err, job)
+	}
+	cancel()
+	<-done
+	if _, err := os.Stat(filepath.Join(workdir, slurm.JobIDFile)); !os.IsNotExist(err) {
+		t.Errorf("%s kept after the run ended: %v", slurm.JobIDFile, err)
+	}
+
+	// What a daemon killed outright leaves: a job nobody follows.
+	root := t.TempDir()
+	out, err := exec.Command("sbatch", "--parsable", "--job-name", "nymph-"+uniqueID("orphan"), "-o", "/dev/null", "--wrap", "sleep 300").Output()
+	if err != nil {
+		t.Fatalf("sbatch: %v", err)
+	}
+	orphan := strings.TrimSpace(strings.Split(string(out), ";")[0])
+	t.Cleanup(func() { _ = exec.Command("scancel", orphan).Run() })
+	write := func(dir, content string) string {
+		t.Helper()
+		p := filepath.Join(root, dir, slurm.JobIDFile)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	left := write("inv-left", orphan+"\n")
+	unknown := write("inv-unknown", "987654321")
+	odd := write("inv-odd", "--signal=KILL 1")
+
+	slurm.New(slurm.Options{}).Reap(context.Background(), root, slog.New(slog.DiscardHandler))
+
+	testkit.WaitUntil(t, 30*time.Second, "job "+orphan+" cancelled", func() bool {
+		out, err := exec.Command("squeue", slurm.SqueueArgv(orphan)...).Output()
+		return err == nil && strings.TrimSpace(string(out)) == "CANCELLED"
+	})
+	for _, p := range []string{left, unknown} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("%s kept: %v", p, err)
+		}
+	}
+	if _, err := os.Stat(odd); err != nil {
+		t.Errorf("a file without a job id was removed: %v", err)
 	}
 }

@@ -1,0 +1,92 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	"github.com/nymphd/nymph/wirecore/wire"
+)
+
+// PodRefFile names the Pod of a run while the daemon follows it.
+const PodRefFile = "pod.ref"
+
+// reapTimeout bounds the whole sweep: the daemon's first hello waits on it.
+const reapTimeout = 60 * time.Second
+
+// podRef is PodRefFile: what kubectl needs to find the Pod again.
+type podRef struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	Context   string `json:"context,omitempty"`
+}
+
+// k8sName is a DNS-1123 label or subdomain, which Pod names, namespaces
+// and (here) contexts are held to: nothing else reaches kubectl's argv.
+var k8sName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
+
+func writePodRef(path string, cfg *wire.KubeConfig, name string) error {
+	ref := podRef{Name: name, Namespace: Namespace(cfg)}
+	if cfg != nil {
+		ref.Context = cfg.Context
+	}
+	b, err := json.Marshal(ref)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o600)
+}
+
+func readPodRef(path string) (podRef, error) {
+	var ref podRef
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ref, err
+	}
+	if err := json.Unmarshal(b, &ref); err != nil {
+		return ref, err
+	}
+	if !k8sName.MatchString(ref.Name) || !k8sName.MatchString(ref.Namespace) || (ref.Context != "" && !k8sName.MatchString(ref.Context)) {
+		return ref, fmt.Errorf("names %q in %q (context %q): not kubernetes names", ref.Name, ref.Namespace, ref.Context)
+	}
+	return ref, nil
+}
+
+// Reap implements runners.Reaper: every root/*/pod.ref still present
+// names the Pod of a run whose daemon was killed outright while following
+// it. Nothing collects that Pod's result any more, so it is deleted (one
+// deleted already costs nothing) and the file removed.
+func (r *Runner) Reap(ctx context.Context, root string, log *slog.Logger) {
+	files, err := filepath.Glob(filepath.Join(root, "*", PodRefFile))
+	if err != nil || len(files) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, reapTimeout)
+	defer cancel()
+	for _, f := range files {
+		ref, err := readPodRef(f)
+		if err != nil {
+			log.Warn("leftover pod reference unreadable; left as it is", "file", f, "err", err)
+			continue
+		}
+		cfg := &wire.KubeConfig{Namespace: ref.Namespace, Context: ref.Context}
+		switch _, err := r.kubectl(ctx, nil, DeleteArgv(cfg, ref.Name)...); {
+		case errors.Is(err, errNotFound):
+			// Deleted already.
+		case err != nil:
+			log.Warn("pod of an earlier daemon's run not deleted", "pod", ref.Name, "namespace", ref.Namespace, "err", err)
+			continue // kept, so the next start tries again
+		default:
+			log.Warn("pod of an earlier daemon's run still there; deleted", "pod", ref.Name, "namespace", ref.Namespace, "workdir", filepath.Dir(f))
+		}
+		if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
+			log.Warn("leftover pod reference not removed", "file", f, "err", err)
+		}
+	}
+}
