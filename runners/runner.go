@@ -16,7 +16,9 @@ import (
 	"errors"
 	"log/slog"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/nymphd/nymph/wirecore/wire"
 )
@@ -121,4 +123,23 @@ type Runner interface {
 // daemon can no longer report those runs.
 type Reaper interface {
 	Reap(ctx context.Context, root string, log *slog.Logger)
+}
+
+// ReapTimeout bounds one runner's whole sweep of leftovers: the daemon's
+// first hello waits on it.
+const ReapTimeout = 60 * time.Second
+
+// EachLeftover calls reap with each root/*/name (a file a run keeps in its
+// workdir while the daemon follows what it names), under one ReapTimeout
+// for them all.
+func EachLeftover(ctx context.Context, root, name string, reap func(ctx context.Context, file string)) {
+	files, err := filepath.Glob(filepath.Join(root, "*", name))
+	if err != nil || len(files) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, ReapTimeout)
+	defer cancel()
+	for _, f := range files {
+		reap(ctx, f)
+	}
 }

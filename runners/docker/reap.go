@@ -8,11 +8,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"time"
-)
 
-// reapTimeout bounds the whole sweep: the daemon's first hello waits on it.
-const reapTimeout = 30 * time.Second
+	"github.com/nymphd/nymph/runners"
+)
 
 // containerID is what a cidfile holds: docker's hex id. Anything else is
 // never handed to the docker client as an argument.
@@ -27,15 +25,7 @@ var containerID = regexp.MustCompile(`^[0-9a-f]{12,64}$`)
 // it is removed (docker rm -f), and so is the cidfile. A container that
 // is gone already (the client's --rm took it) costs a quiet miss.
 func (r *Runner) Reap(ctx context.Context, root string, log *slog.Logger) {
-	files, err := filepath.Glob(filepath.Join(root, "*", CIDFile))
-	if err != nil || len(files) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, reapTimeout)
-	defer cancel()
-	for _, f := range files {
-		r.reapOne(ctx, f, log)
-	}
+	runners.EachLeftover(ctx, root, CIDFile, func(ctx context.Context, f string) { r.reapOne(ctx, f, log) })
 }
 
 func (r *Runner) reapOne(ctx context.Context, cidfile string, log *slog.Logger) {

@@ -9,16 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"time"
 
+	"github.com/nymphd/nymph/runners"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
 
 // PodRefFile names the Pod of a run while the daemon follows it.
 const PodRefFile = "pod.ref"
-
-// reapTimeout bounds the whole sweep: the daemon's first hello waits on it.
-const reapTimeout = 60 * time.Second
 
 // podRef is PodRefFile: what kubectl needs to find the Pod again.
 type podRef struct {
@@ -63,30 +60,26 @@ func readPodRef(path string) (podRef, error) {
 // it. Nothing collects that Pod's result any more, so it is deleted (one
 // deleted already costs nothing) and the file removed.
 func (r *Runner) Reap(ctx context.Context, root string, log *slog.Logger) {
-	files, err := filepath.Glob(filepath.Join(root, "*", PodRefFile))
-	if err != nil || len(files) == 0 {
+	runners.EachLeftover(ctx, root, PodRefFile, func(ctx context.Context, f string) { r.reapPod(ctx, f, log) })
+}
+
+func (r *Runner) reapPod(ctx context.Context, f string, log *slog.Logger) {
+	ref, err := readPodRef(f)
+	if err != nil {
+		log.Warn("leftover pod reference unreadable; left as it is", "file", f, "err", err)
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, reapTimeout)
-	defer cancel()
-	for _, f := range files {
-		ref, err := readPodRef(f)
-		if err != nil {
-			log.Warn("leftover pod reference unreadable; left as it is", "file", f, "err", err)
-			continue
-		}
-		cfg := &wire.KubeConfig{Namespace: ref.Namespace, Context: ref.Context}
-		switch _, err := r.kubectl(ctx, nil, DeleteArgv(cfg, ref.Name)...); {
-		case errors.Is(err, errNotFound):
-			// Deleted already.
-		case err != nil:
-			log.Warn("pod of an earlier daemon's run not deleted", "pod", ref.Name, "namespace", ref.Namespace, "err", err)
-			continue // kept, so the next start tries again
-		default:
-			log.Warn("pod of an earlier daemon's run still there; deleted", "pod", ref.Name, "namespace", ref.Namespace, "workdir", filepath.Dir(f))
-		}
-		if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
-			log.Warn("leftover pod reference not removed", "file", f, "err", err)
-		}
+	cfg := &wire.KubeConfig{Namespace: ref.Namespace, Context: ref.Context}
+	switch _, err := r.kubectl(ctx, nil, DeleteArgv(cfg, ref.Name)...); {
+	case errors.Is(err, errNotFound):
+		// Deleted already.
+	case err != nil:
+		log.Warn("pod of an earlier daemon's run not deleted", "pod", ref.Name, "namespace", ref.Namespace, "err", err)
+		return // kept, so the next start tries again
+	default:
+		log.Warn("pod of an earlier daemon's run still there; deleted", "pod", ref.Name, "namespace", ref.Namespace, "workdir", filepath.Dir(f))
+	}
+	if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
+		log.Warn("leftover pod reference not removed", "file", f, "err", err)
 	}
 }
