@@ -39,6 +39,7 @@ func (s *Server) routes() {
 		m.Handle(BlobPathPrefix, s.cfg.Blobs.Handler())
 	}
 	s.adminRoutes(m)
+	m.HandleFunc("GET "+operator.PathMetrics, s.admin(s.serveMetrics))
 	s.releaseRoutes(m)
 	s.mux = m
 }

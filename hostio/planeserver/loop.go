@@ -78,7 +78,10 @@ func (l *loop) group(ctx context.Context, first message) {
 		break
 	}
 	if !l.batch.Empty() {
-		if err := l.s.cfg.Store.Apply(ctx, l.batch.Batch()); err != nil {
+		start := time.Now()
+		err := l.s.cfg.Store.Apply(ctx, l.batch.Batch())
+		l.s.metrics.applied(time.Since(start), err)
+		if err != nil {
 			l.s.log.Error("store apply failed; reloading the plane from the store", "err", err)
 			l.recover(ctx)
 			return

@@ -124,8 +124,10 @@ type Server struct {
 	// workerLimitLogged logs, once, that hellos of new machines are being
 	// refused for the worker limit.
 	workerLimitLogged sync.Once
-	// handler is mux with every body under the body deadlines.
+	// handler is mux with every body under the body deadlines, and every
+	// request counted.
 	handler http.Handler
+	metrics metrics
 	// largeBodies holds one token per large body being read or held.
 	largeBodies chan struct{}
 	// largeBodyFreed says a large body was let go since the last
@@ -200,7 +202,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.core = core
 	s.routes()
-	s.handler = s.guardBodies(s.mux)
+	s.handler = s.counted(s.guardBodies(s.mux))
 	return s, nil
 }
 

@@ -50,6 +50,9 @@ const (
 	// with no credential asked for: a daemon checks what it downloads by
 	// the sha256 of its ota_update.
 	PathRelease = "/v1/releases/{name}" // GET → the file
+	// PathMetrics is the control plane's metrics in the Prometheus text
+	// format, for the admin bearer (a scraper's credentials_file).
+	PathMetrics = "/metrics" // GET → text/plain; version=0.0.4
 )
 
 // Worker is one registered daemon as the control plane sees it.
