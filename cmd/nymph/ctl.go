@@ -54,6 +54,7 @@ func ctlCommands() map[string]ctlCommand {
 		"tokens":      {"tokens [--json]", "list join tokens (never their secrets)", ctlTokens},
 		"rotate-key":  {"rotate-key WORKER", "have a worker replace its key", ctlRotateKey},
 		"revoke":      {"revoke WORKER", "revoke a worker's key: its daemon stops, and its host joins again only with a new token", ctlRevoke},
+		"forget":      {"forget WORKER... | --all-lost", "forget lost workers: their records and undelivered commands go (serve --forget-lost-after does it on its own)", ctlForget},
 	}
 }
 

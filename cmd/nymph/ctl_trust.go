@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nymphd/nymph/cmd/nymph/internal/termtext"
+	"github.com/nymphd/nymph/hostio/opclient"
 	"github.com/nymphd/nymph/wirecore/operator"
 )
 
@@ -110,4 +111,60 @@ func ctlRevoke(ctx context.Context, c *ctlRun, args []string) int {
 	termtext.Fprintf(c.env.stdout, "revoked %s of worker %s; its host joins again with a new token (nymph ctl token)\n",
 		strings.Join(rev.KeyIDs, " and "), rev.WorkerID)
 	return 0
+}
+
+// ctlForget forgets lost workers, named or (--all-lost) every one: their
+// records and undelivered commands go, so they count against serve's
+// --max-workers no more.
+func ctlForget(ctx context.Context, c *ctlRun, args []string) int {
+	fs := c.flags("forget")
+	allLost := fs.Bool("all-lost", false, "forget every worker that is lost")
+	pos, rest, st := c.parse(fs, args, -1)
+	if st >= 0 {
+		return st
+	}
+	refs := append(pos, rest...)
+	switch {
+	case *allLost && len(refs) > 0:
+		return c.usageErr("forget", "name workers or give --all-lost, not both")
+	case !*allLost && len(refs) == 0:
+		return c.usageErr("forget", "missing argument: a worker, or --all-lost")
+	}
+	if st := c.connect(); st >= 0 {
+		return st
+	}
+	ws, err := c.client.Workers(ctx)
+	if err != nil {
+		return c.fail(err)
+	}
+	var ids []string
+	if *allLost {
+		for _, w := range ws {
+			if w.State == "lost" {
+				ids = append(ids, w.ID)
+			}
+		}
+		if len(ids) == 0 {
+			fmt.Fprintln(c.env.stdout, "no lost worker")
+			return 0
+		}
+	}
+	for _, ref := range refs {
+		w, ok := opclient.MatchWorker(ws, ref)
+		if !ok {
+			termtext.Fprintf(c.env.stderr, "nymph ctl: no single worker is %q\n", ref)
+			return 1
+		}
+		ids = append(ids, w.ID)
+	}
+	status := 0
+	for _, id := range ids {
+		f, err := c.client.ForgetWorker(ctx, id)
+		if err != nil {
+			status = c.fail(err) // the next ones are still tried
+			continue
+		}
+		termtext.Fprintf(c.env.stdout, "forgot worker %s (%d undelivered commands dropped, %d execs ended)\n", f.WorkerID, f.CommandsDropped, f.ExecsEnded)
+	}
+	return status
 }

@@ -58,6 +58,8 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 	retain := flags.Duration("retain", 24*time.Hour, "how long finished execs (with their logs) and invocations are kept; 0 keeps them forever")
 	verbose := flags.Bool("v", false, "log every request-level decision at debug level")
 	maxWorkers := flags.Int("max-workers", plane.DefaultMaxWorkers, "how many workers (lost ones included) serve registers; the hello of a new machine past it is refused 503 with Retry-After")
+	lostAfter := flags.Duration("lost-after", 0, "how long a worker may go without polling before it is lost and its runs are failed (default: 3 × the 20 s poll cap, 1m0s)")
+	forgetLost := flags.Duration("forget-lost-after", 0, "forget a worker lost for this long (its record and undelivered commands; its machine's next hello registers it afresh), as nymph ctl forget does; 0 keeps lost workers")
 	maxLargeBodies := flags.Int("max-large-bodies", wire.DefaultMaxLargeBodies, "how many request bodies over 1 MiB are read and held at once (each may cost its route's limit, 16 MiB for an ack); one more waits for a slot, then is refused 503 with Retry-After")
 	insecureOpen := flags.Bool("insecure-no-daemon-auth", false, "serve daemon routes without a bearer on a --listen address that is not loopback: anyone who reaches it can register a daemon and take its commands")
 	if err := flags.Parse(args); err != nil {
@@ -69,6 +71,15 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 	if *retain < 0 {
 		fmt.Fprintf(env.stderr, "nymph serve: --retain %v: must not be negative\n", *retain)
 		return 2
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"lost-after", *lostAfter}, {"forget-lost-after", *forgetLost}} {
+		if d.v < 0 {
+			fmt.Fprintf(env.stderr, "nymph serve: --%s %v: must not be negative\n", d.name, d.v)
+			return 2
+		}
 	}
 	if *maxWorkers < 1 {
 		fmt.Fprintf(env.stderr, "nymph serve: --max-workers %d: must be at least 1\n", *maxWorkers)
@@ -102,6 +113,7 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 		listen: *listen, dataDir: *dataDir, tokenFile: *tokenFile, relayTokenFile: *relayTokenFile,
 		adminFile: *adminFile, store: *storeKind, publicURL: *publicURL, target: *target, retain: *retain, releases: *releases, autoUpdateEvery: *autoEvery,
 		trustRelayDaemons: *trustRelays, maxWorkers: *maxWorkers, maxLargeBodies: *maxLargeBodies, insecureOpen: *insecureOpen,
+		lostAfter: *lostAfter, forgetLostAfter: *forgetLost,
 		sans: sans, insecureHTTP: *insecureHTTP, requireSignatures: *requireSigs,
 	}); err != nil {
 		fmt.Fprintf(env.stderr, "nymph serve: %v\n", err)
@@ -118,6 +130,9 @@ type serveOptions struct {
 	autoUpdateEvery   time.Duration
 	retain            time.Duration
 	trustRelayDaemons bool
+	// lostAfter and forgetLostAfter are plane.Config.LostAfter and
+	// ForgetLostAfter.
+	lostAfter, forgetLostAfter time.Duration
 	// maxWorkers is plane.Config.MaxWorkers, maxLargeBodies
 	// planeserver.Config.MaxLargeBodies; insecureOpen allows daemon routes
 	// without a bearer on an address other hosts reach.
@@ -262,8 +277,9 @@ func serve(ctx context.Context, env *cliEnv, log *slog.Logger, o serveOptions) e
 		DaemonToken: daemonTok, RelayToken: relayTok, AdminToken: adminTok,
 		PublicURL: base, TrustRelayDaemons: o.trustRelayDaemons, MaxLargeBodies: o.maxLargeBodies, CAFingerprint: caFingerprint,
 		RequireSignatures: o.requireSignatures, OtherAudiences: audiences, Releases: o.releases, AutoUpdateEvery: o.autoUpdateEvery,
-		Plane: plane.Config{Entropy: rand.Reader, TargetVersion: o.target, Retain: o.retain, MaxWorkers: o.maxWorkers},
-		Log:   log,
+		Plane: plane.Config{Entropy: rand.Reader, TargetVersion: o.target, Retain: o.retain, MaxWorkers: o.maxWorkers,
+			LostAfter: o.lostAfter, ForgetLostAfter: o.forgetLostAfter},
+		Log: log,
 	})
 	if err != nil {
 		ln.Close()

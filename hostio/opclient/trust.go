@@ -2,6 +2,7 @@ package opclient
 
 import (
 	"context"
+	"net/http"
 
 	"github.com/nymphd/nymph/wirecore/operator"
 )
@@ -21,4 +22,12 @@ func (c *Client) ListTokens(ctx context.Context) ([]operator.Token, error) {
 // after, and its host joins again only with a new token.
 func (c *Client) RevokeKey(ctx context.Context, worker string) (operator.KeyRevoked, error) {
 	return post[operator.KeyRevoked](ctx, c, path(operator.PathRevokeKey, worker), struct{}{})
+}
+
+// ForgetWorker forgets a lost worker (DELETE operator.PathWorker): its
+// record and undelivered commands go; an active worker is refused 409.
+func (c *Client) ForgetWorker(ctx context.Context, worker string) (operator.WorkerForgotten, error) {
+	var out operator.WorkerForgotten
+	err := c.do(ctx, http.MethodDelete, path(operator.PathWorker, worker), nil, nil, &out)
+	return out, err
 }

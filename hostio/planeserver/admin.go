@@ -25,6 +25,7 @@ type adminRoute struct {
 var adminRouteTable = [...]adminRoute{
 	{"GET", operator.PathWorkers, fromPath(func(string) plane.Request { return plane.ListWorkers{} })},
 	{"GET", operator.PathWorker, fromPath(func(id string) plane.Request { return plane.GetWorker{WorkerID: id} })},
+	{"DELETE", operator.PathWorker, fromPath(func(id string) plane.Request { return plane.ForgetWorker{WorkerID: id} })},
 	{"GET", operator.PathExecStatus, fromPath(func(id string) plane.Request { return plane.GetExec{ExecID: id} })},
 	{"GET", operator.PathInvocations, fromPath(func(string) plane.Request { return plane.ListInvocations{} })},
 	{"GET", operator.PathInvocation, fromPath(func(id string) plane.Request { return plane.GetInvocation{InvocationID: id} })},

@@ -318,6 +318,11 @@ func applyBatch(ctx context.Context, tx *sql.Tx, b *plane.Batch) error {
 			return fmt.Errorf("delete exec %s: %w", id, err)
 		}
 	}
+	for _, id := range b.DeleteWorkers {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM workers WHERE id = ?`, id); err != nil {
+			return fmt.Errorf("delete worker %s: %w", id, err)
+		}
+	}
 	return nil
 }
 

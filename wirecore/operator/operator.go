@@ -18,7 +18,7 @@ import (
 // Routes, relative to the server's base URL. {id} segments are path-escaped.
 const (
 	PathWorkers     = "/v1/admin/workers"            // GET → []Worker
-	PathWorker      = "/v1/admin/workers/{id}"       // GET → Worker
+	PathWorker      = "/v1/admin/workers/{id}"       // GET → Worker; DELETE → WorkerForgotten (a lost worker only, else 409)
 	PathExec        = "/v1/admin/workers/{id}/exec"  // POST ExecRequest → ExecAccepted
 	PathSetup       = "/v1/admin/workers/{id}/setup" // POST SetupRequest → CommandAccepted
 	PathHibernate   = "/v1/admin/workers/{id}/hibernate"
@@ -265,6 +265,17 @@ type Token struct {
 type KeyRevoked struct {
 	WorkerID string   `json:"worker_id"`
 	KeyIDs   []string `json:"key_ids"`
+}
+
+// WorkerForgotten answers DELETE PathWorker: the worker's record is gone,
+// with CommandsDropped undelivered commands; ExecsEnded of its execs that
+// had not finished were ended (exit code -1) so that no one waits on them.
+// Its machine's next hello registers it afresh (a worker with an enrolled
+// key joins again with a token).
+type WorkerForgotten struct {
+	WorkerID        string `json:"worker_id"`
+	CommandsDropped int    `json:"commands_dropped"`
+	ExecsEnded      int    `json:"execs_ended"`
 }
 
 // Error is the body of every operator API error.

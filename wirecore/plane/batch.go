@@ -53,6 +53,7 @@ func (m *BatchMerger) Reset() {
 		Chunks:            m.b.Chunks[:0],
 		DeleteInvocations: m.b.DeleteInvocations[:0],
 		DeleteExecs:       m.b.DeleteExecs[:0],
+		DeleteWorkers:     m.b.DeleteWorkers[:0],
 		Tokens:            m.b.Tokens[:0],
 	}
 	if len(m.at) > maxKeptIndex {
@@ -91,6 +92,7 @@ func (m *BatchMerger) Merge(b *Batch) {
 	m.b.DeleteCommands = append(m.b.DeleteCommands, b.DeleteCommands...)
 	m.b.DeleteInvocations = append(m.b.DeleteInvocations, b.DeleteInvocations...)
 	m.b.DeleteExecs = append(m.b.DeleteExecs, b.DeleteExecs...)
+	m.b.DeleteWorkers = append(m.b.DeleteWorkers, b.DeleteWorkers...)
 }
 
 func (m *BatchMerger) putWorker(r WorkerRecord) {
@@ -150,6 +152,8 @@ func (m *BatchMerger) deleteInvocation(id string) {
 }
 
 func (m *BatchMerger) deleteExec(id string) { m.b.DeleteExecs = append(m.b.DeleteExecs, id) }
+
+func (m *BatchMerger) deleteWorker(id string) { m.b.DeleteWorkers = append(m.b.DeleteWorkers, id) }
 
 // The put helpers of the Plane go through its step's BatchMerger.
 

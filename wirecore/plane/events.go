@@ -183,6 +183,14 @@ type RevokeKey struct {
 	WorkerID string
 }
 
+// ForgetWorker is DELETE operator.PathWorker: a lost worker's record
+// and its undelivered commands go (ForgetWorker answers
+// operator.WorkerForgotten); an active one is refused 409.
+type ForgetWorker struct {
+	Req      RequestID
+	WorkerID string
+}
+
 // GetExec is GET operator.PathExecStatus.
 type GetExec struct {
 	Req    RequestID
@@ -271,6 +279,7 @@ func (Authenticate) isEvent()     {}
 func (CreateToken) isEvent()      {}
 func (ListTokens) isEvent()       {}
 func (RevokeKey) isEvent()        {}
+func (ForgetWorker) isEvent()     {}
 
 // Named implements Request.
 func (e Hello) Named(id RequestID) Request            { e.Req = id; return e }
@@ -299,6 +308,7 @@ func (e Authenticate) Named(id RequestID) Request     { e.Req = id; return e }
 func (e CreateToken) Named(id RequestID) Request      { e.Req = id; return e }
 func (e ListTokens) Named(id RequestID) Request       { e.Req = id; return e }
 func (e RevokeKey) Named(id RequestID) Request        { e.Req = id; return e }
+func (e ForgetWorker) Named(id RequestID) Request     { e.Req = id; return e }
 
 // Authed implements DaemonRequest.
 func (e Hello) Authed(a Auth) DaemonRequest        { e.Auth = a; return e }

@@ -19,6 +19,7 @@ func (p *Plane) onTick(now time.Time) {
 	}
 	p.expireUnreported(now)
 	p.forgetFinished(now)
+	p.forgetLost(now)
 }
 
 // isLost: a worker that has not polled for LostAfter is lost. A parked

@@ -126,7 +126,7 @@ func (p *Plane) onHello(now time.Time, e Hello) {
 	if _, known := p.byMachine[h.MachineID]; !known && len(p.workers) >= p.cfg.MaxWorkers {
 		p.replies = append(p.replies, Reply{Req: e.Req, Status: StatusServiceUnavailable, RetryAfterS: WorkerLimitRetryAfterS,
 			Body: ErrorBody{Error: ErrWorkerLimit, Message: fmt.Sprintf(
-				"this control plane admits at most %d workers and has %d; machine %q is not one of them (raise nymph serve --max-workers)",
+				"this control plane admits at most %d workers and has %d; machine %q is not one of them (raise nymph serve --max-workers, or forget lost workers: nymph ctl forget, serve --forget-lost-after)",
 				p.cfg.MaxWorkers, len(p.workers), h.MachineID)}})
 		return
 	}

@@ -58,6 +58,11 @@ type Config struct {
 	// not: once every host has joined with a token, the shared bearer
 	// admits nobody.
 	RequireSignatures bool
+	// ForgetLostAfter, when positive, forgets a worker lost for that long
+	// (since it was last seen) at a Tick, as ForgetWorker does: a fleet
+	// whose machines come and go under new machine ids does not fill
+	// MaxWorkers with ones that never return. Zero keeps them.
+	ForgetLostAfter time.Duration
 	// MaxNonces bounds the nonces of signed requests the plane remembers
 	// inside the window (zero: identity.DefaultMaxNonces); past it a
 	// signed request is refused 503 nonce_memory_full.
@@ -599,6 +604,8 @@ func (p *Plane) dispatch(now time.Time, ev Event) {
 		p.onListTokens(now, e)
 	case RevokeKey:
 		p.onRevokeKey(e)
+	case ForgetWorker:
+		p.onForgetWorker(now, e)
 	}
 }
 

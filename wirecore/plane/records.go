@@ -261,6 +261,10 @@ type Batch struct {
 	// the upserts.
 	DeleteInvocations []string `json:"delete_invocations,omitempty"`
 	DeleteExecs       []string `json:"delete_execs,omitempty"`
+	// DeleteWorkers are workers an operator (or Config.ForgetLostAfter)
+	// forgot; their commands are in DeleteCommands of the same batch.
+	// They apply after the upserts too.
+	DeleteWorkers []string `json:"delete_workers,omitempty"`
 	// Tokens are upserts of join tokens: a redemption is in the same
 	// batch as the worker whose key it enrolled, so of two hellos racing
 	// on one token exactly one is stored as its redeemer.
@@ -271,7 +275,7 @@ type Batch struct {
 func (b *Batch) Empty() bool {
 	return len(b.Workers) == 0 && len(b.Commands) == 0 && len(b.DeleteCommands) == 0 &&
 		len(b.Invocations) == 0 && len(b.Execs) == 0 && len(b.Chunks) == 0 &&
-		len(b.DeleteInvocations) == 0 && len(b.DeleteExecs) == 0 && len(b.Tokens) == 0
+		len(b.DeleteInvocations) == 0 && len(b.DeleteExecs) == 0 && len(b.DeleteWorkers) == 0 && len(b.Tokens) == 0
 }
 
 // Snapshot is every stored record except chunk bytes: what Restore needs

@@ -62,6 +62,9 @@ func (s *RecordSet) Apply(b *Batch) error {
 		delete(s.execs, id)
 		delete(s.logs, id)
 	}
+	for _, id := range b.DeleteWorkers {
+		delete(s.workers, id)
+	}
 	return nil
 }
 

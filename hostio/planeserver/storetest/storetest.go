@@ -39,6 +39,7 @@ var behaviours = []struct {
 	{"an upsert replaces the record of its id", upsertReplaces},
 	{"deletes apply after the upserts of their batch", deletesAfterUpserts},
 	{"a forgotten exec leaves with its log, a forgotten invocation leaves", forgetRecords},
+	{"a forgotten worker leaves, after an upsert of it in the same batch", forgetWorker},
 	{"a log reads back from any offset, up to max bytes", readChunks},
 	{"a chunk that leaves a gap or overlaps refuses its whole batch", chunkGapRefusesBatch},
 	{"chunk bytes are the store's once Apply returned", chunkBytesCopied},
@@ -195,6 +196,25 @@ func forgetRecords(t *testing.T, s planeserver.Store) {
 	}
 	if len(snap.Workers) != 1 || len(snap.Commands) != 2 {
 		t.Fatalf("forgetting took more: %+v", snap)
+	}
+}
+
+func forgetWorker(t *testing.T, s planeserver.Store) {
+	b := SampleBatch()
+	apply(t, s, b)
+	w := b.Workers[0]
+	w.State = plane.WorkerLost
+	ids := make([]string, 0, len(b.Commands))
+	for _, c := range b.Commands {
+		ids = append(ids, c.ID)
+	}
+	apply(t, s, plane.Batch{Workers: []plane.WorkerRecord{w}, DeleteCommands: ids, DeleteWorkers: []string{w.ID, "never-stored"}})
+	snap := load(t, s)
+	if len(snap.Workers) != 0 || len(snap.Commands) != 0 {
+		t.Fatalf("after forgetting %s: workers %+v, commands %+v", w.ID, snap.Workers, snap.Commands)
+	}
+	if len(snap.Invocations) != len(b.Invocations) || len(snap.Execs) != len(b.Execs) {
+		t.Fatalf("forgetting a worker took its history: %+v", snap)
 	}
 }
 
