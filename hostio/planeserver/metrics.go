@@ -1,6 +1,7 @@
 package planeserver
 
 import (
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -73,6 +74,15 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// ReadFrom keeps the connection's sendfile path for blob and release
+// downloads (io.Copy asks the writer for it).
+func (w *statusWriter) ReadFrom(r io.Reader) (int64, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return io.Copy(w.ResponseWriter, r)
+}
 
 // applied records one Store.Apply of the loop.
 func (m *metrics) applied(took time.Duration, err error) {
