@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -41,8 +42,10 @@ type Tokens struct {
 
 // Response is the answer to send and the state to store first.
 type Response struct {
-	// State is the JSON plane.Snapshot to store before the answer is
-	// sent; it is the state passed in when the step changed nothing.
+	// State is the state to store before the answer is sent (JSON of
+	// stored): new after a step that persisted or answered a daemon, as
+	// a poll moves its worker's LastSeen without a Persist; the state
+	// passed in otherwise.
 	State       []byte
 	Status      int
 	ContentType string
@@ -52,20 +55,33 @@ type Response struct {
 	Parked bool
 }
 
-// Handle restores the plane from state (a JSON plane.Snapshot, empty for
-// a fresh plane), steps req as the event it is at now, and returns the
-// encoded reply with the state that includes the step's Persist.
+// stored is the state a handler keeps between requests.
+type stored struct {
+	Plane plane.Snapshot `json:"plane"`
+	// Since is when this plane's state began. Every restore is the same
+	// plane going on, not a restart, so health counts from here
+	// (plane.CountHealthFrom), not from the restore.
+	Since time.Time `json:"since"`
+}
+
+// Handle restores the plane from state (empty for a fresh plane), gives
+// it its clock Tick (a worker that stopped polling is found lost on the
+// next request, whichever it is), steps req as the event it is at now,
+// and returns the encoded reply with the state to store.
 func Handle(state []byte, now time.Time, req Request, tokens Tokens, entropy io.Reader) (Response, error) {
-	var snap plane.Snapshot
+	st := stored{Since: now}
 	if len(state) > 0 {
-		if err := json.Unmarshal(state, &snap); err != nil {
+		if err := json.Unmarshal(state, &st); err != nil {
 			return Response{}, fmt.Errorf("decode state: %w", err)
 		}
 	}
-	p, err := plane.Restore(plane.Config{Entropy: entropy}, snap, now)
+	p, err := plane.Restore(plane.Config{Entropy: entropy}, st.Plane, now)
 	if err != nil {
 		return Response{}, fmt.Errorf("restore plane: %w", err)
 	}
+	p.CountHealthFrom(st.Since)
+	// A fresh restore holds no parked request: a Tick changes records only.
+	changed := slices.ContainsFunc(p.Step(now, plane.Tick{}), isPersist)
 	admin := strings.HasPrefix(req.Path, "/v1/admin/")
 	answer := func(status int, body any) (Response, error) {
 		r, err := encode(admin, status, body)
@@ -91,12 +107,11 @@ func Handle(state []byte, now time.Time, req Request, tokens Tokens, entropy io.
 	// deadline: this instance is gone before any later event could come.
 	const id = plane.RequestID(1)
 	var reply *plane.Reply
-	persisted := false
 	carryOut := func(effects []plane.Effect) (park *plane.Park) {
 		for _, eff := range effects {
 			switch e := eff.(type) {
 			case plane.Persist:
-				persisted = true // the Snapshot taken below holds it
+				changed = true // the Snapshot taken below holds it
 			case plane.Reply:
 				reply = &e
 			case plane.Park:
@@ -117,13 +132,19 @@ func Handle(state []byte, now time.Time, req Request, tokens Tokens, entropy io.
 		return Response{}, err
 	}
 	r.State, r.Parked = state, park != nil
-	if persisted {
-		if r.State, err = json.Marshal(p.Snapshot()); err != nil {
+	// An answered daemon request moved its worker's LastSeen, which no
+	// Persist carries (the plane stores it every few minutes): health on
+	// the next request reads it from this state.
+	_, daemon := ev.(plane.DaemonRequest)
+	if changed || daemon && reply.Status < 300 {
+		if r.State, err = json.Marshal(stored{Plane: p.Snapshot(), Since: st.Since}); err != nil {
 			return Response{}, fmt.Errorf("encode state: %w", err)
 		}
 	}
 	return r, nil
 }
+
+func isPersist(e plane.Effect) bool { _, ok := e.(plane.Persist); return ok }
 
 func bearerIs(header, token string) bool {
 	got, ok := strings.CutPrefix(header, "Bearer ")

@@ -138,3 +138,37 @@ func must(b []byte, err error) []byte {
 	}
 	return b
 }
+
+// A worker that stops polling is lost on a later request, though every
+// request restores the plane: health counts from when the state began,
+// not from the restore. A worker that keeps polling stays active.
+func TestSilentWorkerIsLost(t *testing.T) {
+	s := &store{t: t, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	one, version := "1", "0.1.0"
+	hello := func(machine string) string {
+		var h wire.HelloResponse
+		raw := s.daemon(wire.PathHello, &wire.HelloRequest{
+			MachineID: machine, Label: machine, Tags: []string{},
+			Capabilities: wire.Capabilities{Runners: []string{"process"}, MaxInvocations: 4},
+			Versions:     wire.Versions{Daemon: &version, Protocol: &one},
+		}).Body
+		if _, err := h.UnmarshalMsg(raw); err != nil || h.WorkerID == nil {
+			t.Fatalf("hello %s: %+v %v", machine, h, err)
+		}
+		return *h.WorkerID
+	}
+	silent, busy := hello("silent"), hello("busy")
+	for range 12 { // two minutes of busy's polls, 10 s apart
+		s.now = s.now.Add(9 * time.Second)
+		s.daemon(wire.PathPoll, &wire.PollRequest{WorkerID: busy, Queue: "default", TimeoutS: 20})
+	}
+	var workers []operator.Worker
+	s.admin("GET", operator.PathWorkers, nil, &workers)
+	states := map[string]string{}
+	for _, w := range workers {
+		states[w.ID] = w.State
+	}
+	if states[silent] != "lost" || states[busy] != "active" {
+		t.Fatalf("after two minutes: silent %q, busy %q; want lost and active", states[silent], states[busy])
+	}
+}

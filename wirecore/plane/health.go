@@ -22,6 +22,13 @@ func (p *Plane) onTick(now time.Time) {
 	p.forgetLost(now)
 }
 
+// CountHealthFrom sets the time before which no worker's silence counts
+// against it. Restore sets it to its now: a plane restarted from its
+// store excuses the time it was down, when daemons could not poll. A host
+// whose restores are not restarts (a serverless handler restores the
+// plane on every request) sets it back to when its state began.
+func (p *Plane) CountHealthFrom(t time.Time) { p.restoredAt = t }
+
 // isLost: a worker that has not polled for LostAfter is lost. A parked
 // poll is a sign of life, a hibernating worker is excused until its wake
 // time, and a restart of the plane restarts everyone's window.

@@ -14,7 +14,7 @@
 // The request is {state, nowMs, method, path, authorization, body,
 // tokens: {daemon, admin}}, the reply {state, status, contentType, body,
 // parked} or {error}; body is base64 (JSON's []byte), state the stored
-// JSON plane.Snapshot ("" for a fresh plane). The host stores the
+// JSON state serverless.Handle returns ("" for a fresh plane). The host stores the
 // returned state before it sends the answer; parked says a poll found
 // nothing. Linear memory may grow during a call: read it afresh after.
 package main

@@ -6,7 +6,7 @@
 //	nymphPlaneHandle(state, nowMs, method, path, headers, body, tokens)
 //	  → {state, status, contentType, body, parked} or {error}
 //
-// state is the stored JSON plane.Snapshot ("" for a fresh plane), headers
+// state is the stored JSON state Handle returns ("" for a fresh plane), headers
 // an object of lower-case names (Node's req.headers), body a Uint8Array,
 // tokens {daemon, admin}. The caller stores the returned state before it
 // sends the answer; parked says a poll found nothing.
