@@ -11,6 +11,7 @@
 package serverless
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -71,7 +72,11 @@ type stored struct {
 func Handle(state []byte, now time.Time, req Request, tokens Tokens, entropy io.Reader) (Response, error) {
 	st := stored{Since: now}
 	if len(state) > 0 {
-		if err := json.Unmarshal(state, &st); err != nil {
+		// Strict: a state of another shape (a bare Snapshot of an earlier
+		// version) is refused, not read as an empty plane.
+		dec := json.NewDecoder(bytes.NewReader(state))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&st); err != nil {
 			return Response{}, fmt.Errorf("decode state: %w", err)
 		}
 	}

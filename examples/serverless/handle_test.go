@@ -3,6 +3,7 @@ package serverless
 import (
 	"crypto/rand"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -170,5 +171,15 @@ func TestSilentWorkerIsLost(t *testing.T) {
 	}
 	if states[silent] != "lost" || states[busy] != "active" {
 		t.Fatalf("after two minutes: silent %q, busy %q; want lost and active", states[silent], states[busy])
+	}
+}
+
+// A stored state of another shape is refused with the reason, not read as
+// a fresh plane: nothing stored is silently dropped.
+func TestForeignStateRefused(t *testing.T) {
+	_, err := Handle([]byte(`{"workers":[{"id":"w1"}]}`), time.Now(), Request{Method: "GET", Path: operator.PathWorkers,
+		Authorization: "Bearer " + tokens.Admin}, tokens, rand.Reader)
+	if err == nil || !strings.Contains(err.Error(), `decode state: json: unknown field "workers"`) {
+		t.Fatalf("a bare snapshot as the state: %v", err)
 	}
 }
