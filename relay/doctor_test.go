@@ -100,7 +100,7 @@ func TestInspectPrefix(t *testing.T) {
 }
 
 func TestFileLimitForIsTheLeastLimitHoldingEveryPipe(t *testing.T) {
-	budget := func(lim int64) int64 { return max(lim-lim/4-reservedFDs, 1) }
+	budget := pipeBudget
 	for _, pairs := range []int64{0, 1, 2, 3, 100, 4999, 10000} {
 		l := FileLimitFor(pairs)
 		if budget(l) < 2*pairs || budget(l-1) >= 2*pairs && pairs > 0 {

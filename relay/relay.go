@@ -275,6 +275,12 @@ func keptPipeBound() int64 {
 	if !ok {
 		return 0
 	}
+	return pipeBudget(lim)
+}
+
+// pipeBudget is keptPipeBound under open-file limit lim; FileLimitFor
+// is its inverse (a test holds the two together).
+func pipeBudget(lim int64) int64 {
 	// At least 1: zero would mean no bound at all.
 	return max(lim-lim/4-reservedFDs, 1)
 }

@@ -24,7 +24,7 @@ type PrefixReport struct {
 }
 
 // FileLimitFor is the smallest open-file limit whose pipe budget holds
-// both pipes of pairs pairs: keptPipeBound solved for the limit, about
+// both pipes of pairs pairs: pipeBudget solved for the limit, about
 // (2 × pairs + 256) × 4/3 (the least L with L − ⌊L/4⌋ ≥ that need).
 func FileLimitFor(pairs int64) int64 {
 	need := 2*pairs + reservedFDs
