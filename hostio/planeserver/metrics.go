@@ -30,24 +30,23 @@ type routeStatus struct {
 	code  int
 }
 
-// counted counts every request h answers under the pattern the mux
-// routes it by, once the handler returns (a long-poll when it is
-// answered).
-func (s *Server) counted(h http.Handler) http.Handler {
+// counted counts every request mux answers under the pattern it routed
+// it by (the mux sets r.Pattern on the request it is handed), once the
+// handler returns: a long-poll when it is answered.
+func counted(m *metrics, mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, pattern := s.mux.Handler(r)
 		sw := &statusWriter{ResponseWriter: w}
-		h.ServeHTTP(sw, r)
-		code := sw.code
+		mux.ServeHTTP(sw, r)
+		pattern, code := r.Pattern, sw.code
 		if code == 0 {
 			code = http.StatusOK
 		}
-		s.metrics.mu.Lock()
-		if s.metrics.requests == nil {
-			s.metrics.requests = map[routeStatus]uint64{}
+		m.mu.Lock()
+		if m.requests == nil {
+			m.requests = map[routeStatus]uint64{}
 		}
-		s.metrics.requests[routeStatus{pattern, code}]++
-		s.metrics.mu.Unlock()
+		m.requests[routeStatus{pattern, code}]++
+		m.mu.Unlock()
 	})
 }
 

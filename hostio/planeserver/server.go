@@ -202,7 +202,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.core = core
 	s.routes()
-	s.handler = s.counted(s.guardBodies(s.mux))
+	s.handler = s.guardBodies(counted(&s.metrics, s.mux))
 	return s, nil
 }
 
