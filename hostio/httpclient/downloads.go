@@ -153,10 +153,24 @@ func (d *Downloads) getRelayed(ctx context.Context, target *url.URL, headers map
 	}
 	if resp.Status != http.StatusOK {
 		msg := strings.TrimSpace(string(resp.Body[:min(len(resp.Body), 512)]))
-		if resp.Status == http.StatusBadRequest && len(resp.Body) == 0 {
-			// The relay's own refusal: serve never answers 400 without
+		v, refusal := wire.ReadRefusal(resp.Body)
+		switch {
+		case refusal && v.Error == wire.ErrRelayRefused, resp.Status == http.StatusBadRequest && len(resp.Body) == 0:
+			// The relay's own refusal (as its client hands it on, or bare
+			// from another transport): serve never answers 400 without
 			// saying why.
-			msg = "refused by the relay: a relay that does not forward downloads (docs/protocol.md, \"Downloads through a relay\") admits the daemon routes only"
+			msg = "refused by the relay"
+			if v.Message != "" {
+				msg += " (" + v.Message + ")"
+			}
+			if resp.Status == http.StatusBadRequest {
+				msg += ": a relay that does not forward downloads (docs/protocol.md, \"Downloads through a relay\") admits the daemon routes only"
+			}
+		case refusal:
+			msg = v.Error
+			if v.Message != "" {
+				msg += " (" + v.Message + ")"
+			}
 		}
 		return nil, 0, fmt.Errorf("%s: status %d: %s", what, resp.Status, msg)
 	}

@@ -1,39 +1,21 @@
 package daemon
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 
 	"github.com/nymphd/nymph/wirecore/wire"
 )
 
-// errorBody reads a control plane's {error, field} body, msgpack or JSON
-// (whichever the server answered in); ok is false when it is neither.
-func errorBody(body []byte) (wire.ValidationError, bool) {
-	var v wire.ValidationError
-	if len(body) == 0 {
-		return v, false
-	}
-	if _, err := v.UnmarshalMsg(body); err == nil && v.Error != "" {
-		return v, true
-	}
-	v = wire.ValidationError{}
-	if err := json.Unmarshal(body, &v); err == nil && v.Error != "" {
-		return v, true
-	}
-	return wire.ValidationError{}, false
-}
-
 // isUnknownWorker recognises the 404 body {error: "unknown_worker"}.
 func isUnknownWorker(body []byte) bool {
-	v, ok := errorBody(body)
+	v, ok := wire.ReadRefusal(body)
 	return ok && v.Error == "unknown_worker"
 }
 
 // validationText renders a 422 body so that the field is named first.
 func validationText(body []byte) string {
-	v, ok := errorBody(body)
+	v, ok := wire.ReadRefusal(body)
 	switch {
 	case !ok:
 		return "status 422" + bodySnippet(body)
@@ -57,7 +39,7 @@ func inParens(msg string) string {
 // daemon that keeps retrying says why (a control plane whose worker
 // limit is reached).
 func statusText(status int, body []byte) string {
-	v, ok := errorBody(body)
+	v, ok := wire.ReadRefusal(body)
 	if !ok {
 		return errText(nil, status)
 	}
@@ -72,7 +54,7 @@ func statusText(status int, body []byte) string {
 // message} when it has them (a control plane's, or a relay's own refusal
 // as its client hands it on), else the body's first bytes.
 func refusalText(status int, body []byte) string {
-	if _, ok := errorBody(body); ok {
+	if _, ok := wire.ReadRefusal(body); ok {
 		return statusText(status, body)
 	}
 	return errText(nil, status) + bodySnippet(body)

@@ -1,6 +1,10 @@
 package wire
 
-import "github.com/tinylib/msgp/msgp"
+import (
+	"encoding/json"
+
+	"github.com/tinylib/msgp/msgp"
+)
 
 // Arrays and maps announced longer than this are refused before anything is
 // allocated for them (a count is 4 bytes; its elements would be far more).
@@ -118,4 +122,22 @@ type ValidationError struct {
 	// adds it to the protocol's {error, field}, and reads a 422 without
 	// it.
 	Message string `msg:"message,omitempty" json:"message,omitempty"`
+}
+
+// ReadRefusal reads a refusal's {error, field, message} body, msgpack or
+// JSON (whichever the control plane answered in, or a relay's own
+// refusal as its client hands it on: ErrRelayRefused); ok is false when
+// it is neither.
+func ReadRefusal(body []byte) (v ValidationError, ok bool) {
+	if len(body) == 0 {
+		return v, false
+	}
+	if _, err := v.UnmarshalMsg(body); err == nil && v.Error != "" {
+		return v, true
+	}
+	v = ValidationError{}
+	if err := json.Unmarshal(body, &v); err == nil && v.Error != "" {
+		return v, true
+	}
+	return ValidationError{}, false
 }
