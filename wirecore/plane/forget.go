@@ -1,7 +1,6 @@
 package plane
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -19,7 +18,9 @@ func (p *Plane) onForgetWorker(now time.Time, e ForgetWorker) {
 		p.opError(e.Req, StatusConflict, "worker %s is %s, not lost: only a worker that stopped polling is forgotten", w.ID(), w.rec.State)
 		return
 	}
-	p.reply(e.Req, StatusOK, p.forget(w, now, "forgotten by an operator"))
+	out := p.forget(w, now, "forgotten by an operator")
+	p.workerOrder = slices.DeleteFunc(p.workerOrder, func(o *worker) bool { return o == w })
+	p.reply(e.Req, StatusOK, out)
 }
 
 // forgetLost forgets the workers lost for ForgetLostAfter (Tick).
@@ -33,31 +34,41 @@ func (p *Plane) forgetLost(now time.Time) {
 			stale = append(stale, w)
 		}
 	}
-	for _, w := range stale {
-		p.forget(w, now, fmt.Sprintf("lost for %s", p.cfg.ForgetLostAfter))
+	if len(stale) == 0 {
+		return
 	}
+	why := fmt.Sprintf("lost for %s", p.cfg.ForgetLostAfter)
+	for _, w := range stale {
+		p.forget(w, now, why)
+	}
+	// One pass over the order for them all.
+	p.workerOrder = slices.DeleteFunc(p.workerOrder, func(o *worker) bool { return p.workers[o.ID()] != o })
 }
 
 // forget drops a lost worker: its undelivered and unconfirmed commands,
 // its execs that never finished (ended at exit code -1 with why), every
-// index that names it, and its record. Finished execs and invocations
-// keep its id, as history.
+// index that names it (its revoked keys too, as Restore would rebuild
+// them from its record, which is gone) and its record. Finished execs and
+// invocations keep its id, as history. The caller takes it out of
+// workerOrder.
 func (p *Plane) forget(w *worker, now time.Time, why string) operator.WorkerForgotten {
 	id := w.ID()
+	if w.hasPoll { // a lost worker has none; kept true to the rule anyway
+		p.unpark(w.poll)
+	}
 	out := operator.WorkerForgotten{WorkerID: id}
+	msg := fmt.Sprintf("worker %s was %s before the exec finished", id, why)
+	for _, ex := range p.openExecsOf(w) {
+		p.finishExec(ex, &wire.ExecResult{ExitCode: wire.ExitSpawnFailed, Error: &msg}, now)
+		out.ExecsEnded++
+	}
 	for _, list := range [][]CommandRecord{w.pending, w.unconfirmed} {
 		for _, c := range list {
 			p.deleteCommand(c.ID)
 			out.CommandsDropped++
 		}
 	}
-	msg := fmt.Sprintf("worker %s was %s before the exec finished", id, why)
-	for _, ex := range p.execsOf(id) {
-		p.finishExec(ex, &wire.ExecResult{ExitCode: wire.ExitSpawnFailed, Error: &msg}, now)
-		out.ExecsEnded++
-	}
 	delete(p.workers, id)
-	p.workerOrder = slices.DeleteFunc(p.workerOrder, func(o *worker) bool { return o == w })
 	if p.byMachine[w.rec.MachineID] == id {
 		delete(p.byMachine, w.rec.MachineID)
 	}
@@ -66,23 +77,35 @@ func (p *Plane) forget(w *worker, now time.Time, why string) operator.WorkerForg
 			delete(p.byKey, k)
 		}
 	}
+	for _, k := range w.rec.RevokedKeyIDs {
+		if p.revoked[k] == id {
+			delete(p.revoked, k)
+		}
+	}
 	p.batch.deleteWorker(id)
 	return out
 }
 
-// execsOf lists worker id's execs that have not finished, oldest first.
-func (p *Plane) execsOf(id string) []*ExecRecord {
+// openExecsOf lists w's execs that have not finished, by id: the ones
+// delivered (openExecs) and the ones still queued as its commands.
+func (p *Plane) openExecsOf(w *worker) []*ExecRecord {
+	var ids []string
+	for id := range w.openExecs {
+		ids = append(ids, id)
+	}
+	for _, list := range [][]CommandRecord{w.pending, w.unconfirmed} {
+		for _, c := range list {
+			if c.Kind == wire.KindExec {
+				ids = append(ids, c.ExecID)
+			}
+		}
+	}
+	slices.Sort(ids)
 	var out []*ExecRecord
-	for _, ex := range p.execs {
-		if ex.WorkerID == id && ex.State != ExecFinished {
+	for _, id := range slices.Compact(ids) {
+		if ex := p.execs[id]; ex != nil && ex.State != ExecFinished {
 			out = append(out, ex)
 		}
 	}
-	slices.SortFunc(out, func(a, b *ExecRecord) int {
-		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.ExecID, b.ExecID)
-	})
 	return out
 }
