@@ -14,7 +14,6 @@ import (
 	"bytes"
 	"crypto/subtle"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -54,6 +53,9 @@ type Response struct {
 	// Parked says a poll found nothing and was answered empty at once:
 	// the handler may ask again a little later before it answers.
 	Parked bool
+	// RetryAfterS, when positive, is the answer's Retry-After header, in
+	// seconds (a refusal that says when to come back).
+	RetryAfterS int
 }
 
 // stored is the state a handler keeps between requests.
@@ -136,7 +138,7 @@ func Handle(state []byte, now time.Time, req Request, tokens Tokens, entropy io.
 	if err != nil {
 		return Response{}, err
 	}
-	r.State, r.Parked = state, park != nil
+	r.State, r.Parked, r.RetryAfterS = state, park != nil, reply.RetryAfterS
 	// An answered daemon request moved its worker's LastSeen, which no
 	// Persist carries (the plane stores it every few minutes): health on
 	// the next request reads it from this state.
@@ -256,22 +258,7 @@ func encode(admin bool, status int, body any) (Response, error) {
 		}
 		return r, nil
 	}
-	switch v := body.(type) {
-	case plane.OK:
-		r.Body = msgp.AppendMapHeader(nil, 0)
-	case plane.ErrorBody:
-		b := msgp.AppendMapHeader(nil, 1)
-		r.Body = msgp.AppendString(msgp.AppendString(b, "error"), v.Error)
-	case wire.HelloResponse:
-		r.Body, err = v.MarshalMsg(nil)
-	case wire.PollResponse:
-		r.Body, err = v.MarshalMsg(nil)
-	case wire.ValidationError:
-		r.Body, err = v.MarshalMsg(nil)
-	default:
-		err = errors.New("no msgpack encoding")
-	}
-	if err != nil {
+	if r.Body, err = plane.AppendMsgpack(nil, body); err != nil {
 		return r, fmt.Errorf("encode %T: %w", body, err)
 	}
 	return r, nil

@@ -98,7 +98,9 @@ async function handle(plane, store, tokens, req, res) {
     await new Promise((r) => setTimeout(r, POLL_RETRY_MS));
     if (!gone) out = step(plane, store, tokens, req, body); // a daemon that left takes nothing
   }
-  res.writeHead(out.status, { "Content-Type": out.contentType, "Content-Length": out.body.length });
+  const headers = { "Content-Type": out.contentType, "Content-Length": out.body.length };
+  if (out.retryAfterS > 0) headers["Retry-After"] = String(out.retryAfterS); // a refusal that says when
+  res.writeHead(out.status, headers);
   res.end(out.body);
 }
 

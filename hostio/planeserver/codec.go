@@ -49,7 +49,7 @@ func writeBody(w http.ResponseWriter, status int, asJSON bool, body any) error {
 			out, err = json.Marshal(body)
 		}
 	} else {
-		out, err = appendMsgpack(nil, body)
+		out, err = plane.AppendMsgpack(nil, body)
 	}
 	if err != nil {
 		status, ct = http.StatusInternalServerError, "text/plain; charset=utf-8"
@@ -61,30 +61,4 @@ func writeBody(w http.ResponseWriter, status int, asJSON bool, body any) error {
 	w.WriteHeader(status)
 	_, err = w.Write(out)
 	return err
-}
-
-func appendMsgpack(b []byte, body any) ([]byte, error) {
-	switch v := body.(type) {
-	case plane.OK:
-		return msgp.AppendMapHeader(b, 0), nil
-	case plane.ErrorBody:
-		if v.Message == "" {
-			b = msgp.AppendMapHeader(b, 1)
-			return msgp.AppendString(msgp.AppendString(b, "error"), v.Error), nil
-		}
-		b = msgp.AppendMapHeader(b, 2)
-		b = msgp.AppendString(msgp.AppendString(b, "error"), v.Error)
-		return msgp.AppendString(msgp.AppendString(b, "message"), v.Message), nil
-	case wire.HelloResponse:
-		return v.MarshalMsg(b)
-	case wire.PollResponse:
-		return v.MarshalMsg(b)
-	case wire.ValidationError:
-		return v.MarshalMsg(b)
-	case wire.PresignResponse:
-		return v.MarshalMsg(b)
-	case wire.KeyRotationResponse:
-		return v.MarshalMsg(b)
-	}
-	return b, fmt.Errorf("no msgpack encoding for %T", body)
 }

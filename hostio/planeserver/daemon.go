@@ -124,17 +124,12 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, asJSON bool, req
 	sent := err == nil && r.Context().Err() == nil &&
 		writeBody(w, rep.Status, asJSON, rep.Body) == nil &&
 		http.NewResponseController(w).Flush() == nil
-	if !sent && carriesCommands(rep) {
+	if !sent && rep.CarriesCommands() {
 		// The daemon gave up on this poll (it does whenever local work
 		// ends): its commands must not be lost with the connection.
 		s.log.Debug("poll reply not delivered; requeueing its commands", "req", id)
 		s.undeliver(id)
 	}
-}
-
-func carriesCommands(r *plane.Reply) bool {
-	p, ok := r.Body.(wire.PollResponse)
-	return ok && len(p.Commands) > 0
 }
 
 // bodyRequest decodes a daemon route's body (JSON where asJSON) into the

@@ -135,7 +135,7 @@ func checkAnswer(t *testing.T, r plane.Reply, asJSON bool) {
 	if asJSON {
 		_, err = json.Marshal(r.Body)
 	} else {
-		_, err = appendMsgpack(nil, r.Body)
+		_, err = plane.AppendMsgpack(nil, r.Body)
 	}
 	if err != nil {
 		t.Fatalf("the answer %#v cannot be encoded: %v", r.Body, err)

@@ -1,6 +1,12 @@
 package plane
 
-import "time"
+import (
+	"fmt"
+	"time"
+
+	"github.com/nymphd/nymph/wirecore/wire"
+	"github.com/tinylib/msgp/msgp"
+)
 
 // Effect is one output of Step: Persist, Reply or Park. Within one Step's
 // effects, a Persist always comes first, and the host must have applied it
@@ -105,3 +111,39 @@ const (
 	StatusTooManyRequests     = 429
 	StatusServiceUnavailable  = 503
 )
+
+// CarriesCommands reports whether r is a poll reply with commands in it:
+// one its host must report Undelivered when it could not be written.
+func (r Reply) CarriesCommands() bool {
+	p, ok := r.Body.(wire.PollResponse)
+	return ok && len(p.Commands) > 0
+}
+
+// AppendMsgpack appends body, a Reply's body on a daemon route, encoded
+// as msgpack: the one encoding of them for every host (nymph serve, a
+// serverless handler, the simulator).
+func AppendMsgpack(b []byte, body any) ([]byte, error) {
+	switch v := body.(type) {
+	case OK:
+		return msgp.AppendMapHeader(b, 0), nil
+	case ErrorBody:
+		if v.Message == "" {
+			b = msgp.AppendMapHeader(b, 1)
+			return msgp.AppendString(msgp.AppendString(b, "error"), v.Error), nil
+		}
+		b = msgp.AppendMapHeader(b, 2)
+		b = msgp.AppendString(msgp.AppendString(b, "error"), v.Error)
+		return msgp.AppendString(msgp.AppendString(b, "message"), v.Message), nil
+	case wire.HelloResponse:
+		return v.MarshalMsg(b)
+	case wire.PollResponse:
+		return v.MarshalMsg(b)
+	case wire.ValidationError:
+		return v.MarshalMsg(b)
+	case wire.PresignResponse:
+		return v.MarshalMsg(b)
+	case wire.KeyRotationResponse:
+		return v.MarshalMsg(b)
+	}
+	return b, fmt.Errorf("no msgpack encoding for %T", body)
+}

@@ -152,6 +152,10 @@ type Plane struct {
 	// goes stale (docs/protocol.md, "Request signatures").
 	nonces identity.NonceMemory
 
+	// pendingTotal counts the commands in every worker's pending list,
+	// for PendingCommands.
+	pendingTotal int
+
 	batch   BatchMerger // the step's
 	replies []Effect
 	out     []Effect
@@ -290,6 +294,7 @@ func Restore(cfg Config, snap Snapshot, now time.Time) (*Plane, error) {
 			w.unconfirmed = append(w.unconfirmed, c)
 		} else {
 			w.pending = append(w.pending, c)
+			p.pendingTotal++
 		}
 		p.seq = max(p.seq, c.Seq)
 	}
@@ -367,6 +372,11 @@ func (p *Plane) Step(now time.Time, ev Event) []Effect {
 
 // Parked counts the requests the plane holds open (polls and log waits).
 func (p *Plane) Parked() int { return len(p.parked) }
+
+// PendingCommands counts the commands queued for their worker, not handed
+// out yet, without walking the workers (Gauges does, and tests hold the
+// two equal).
+func (p *Plane) PendingCommands() int { return p.pendingTotal }
 
 func (p *Plane) reply(req RequestID, status int, body any) {
 	p.replies = append(p.replies, Reply{Req: req, Status: status, Body: body})

@@ -352,7 +352,11 @@ func (h *harness) run(t *testing.T, d *datadriven.TestData) string {
 // step plays ev and renders its effects.
 func (h *harness) step(t *testing.T, d *datadriven.TestData, ev plane.Event) string {
 	var lines []string
-	for _, eff := range h.p.Step(h.now, ev) {
+	effects := h.p.Step(h.now, ev)
+	if kept, walked := h.p.PendingCommands(), h.p.Gauges().PendingCommands; kept != walked {
+		t.Fatalf("%s: PendingCommands %d, but the workers hold %d", d.Pos, kept, walked)
+	}
+	for _, eff := range effects {
 		if p, ok := eff.(plane.Persist); ok {
 			if err := h.stored.Apply(&p.Batch); err != nil {
 				d.Fatalf(t, "store refused the batch: %v", err)

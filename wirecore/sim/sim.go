@@ -235,8 +235,6 @@ type Sim struct {
 	rate       float64
 	opSeq      uint64
 	enqueuedAt map[string]int64
-	parked     int
-	pending    int
 
 	met metrics
 	// effects is the daemons' effect buffer (stepDaemon), pollResp the
@@ -400,7 +398,6 @@ func (s *Sim) dispatch(e event) {
 		}
 	case evUndelivered:
 		if !s.planeDown {
-			s.pending += int(e.d)
 			s.stepPlane(plane.Undelivered{Req: plane.RequestID(e.ref)})
 		}
 	case evExecDone, evSetupDone:
@@ -533,27 +530,28 @@ func (s *Sim) arrive(r *request) {
 	s.stepPlane(body)
 }
 
+// parkedPolls is what the plane holds open, none while it is down (its
+// open requests were reset).
+func (s *Sim) parkedPolls() int {
+	if s.planeDown {
+		return 0
+	}
+	return s.plane.Parked()
+}
+
 // forget marks r no longer open at the plane.
 func (s *Sim) forget(r *request) {
-	if r.parkUntil != 0 {
-		s.parked--
-		r.parkUntil = 0
-	}
+	r.parkUntil = 0
 	r.atPlane, r.planeDone = false, true
 }
 
 // answered is the plane's Reply to daemon request r.
 func (s *Sim) answered(r *request, rep plane.Reply) {
 	s.forget(r)
-	ncmd := 0
-	if pr, ok := rep.Body.(wire.PollResponse); ok {
-		ncmd = len(pr.Commands)
-		s.pending -= ncmd
-	}
 	if r.daemonDone || r.cut {
 		// The client is gone: the reply cannot be written.
-		if ncmd > 0 {
-			s.q.push(event{at: s.now, kind: evUndelivered, ref: uint64(r.id), d: int32(ncmd)})
+		if rep.CarriesCommands() {
+			s.q.push(event{at: s.now, kind: evUndelivered, ref: uint64(r.id)})
 		}
 		s.release(r)
 		return
@@ -573,8 +571,8 @@ func (s *Sim) delivered(r *request) {
 		// Withdrawn: the connection was cut, so the commands in it go
 		// back to the worker's queue, and the daemon is fed the
 		// cancellation if it has not been yet.
-		if pr, ok := r.reply.Body.(wire.PollResponse); ok && len(pr.Commands) > 0 {
-			s.q.push(event{at: s.now + s.latency(), kind: evUndelivered, ref: uint64(r.id), d: int32(len(pr.Commands))})
+		if r.reply.CarriesCommands() {
+			s.q.push(event{at: s.now + s.latency(), kind: evUndelivered, ref: uint64(r.id)})
 		}
 		r.reply = plane.Reply{}
 	}
@@ -588,11 +586,17 @@ func (s *Sim) delivered(r *request) {
 // feed gives the daemon the outcome of r (its reply, or r.err).
 func (s *Sim) feed(r *request) {
 	r.daemonDone = true
-	d := r.d
+	d, hello := r.d, r.route == routeHello
 	ev := s.outcome(r)
 	s.release(r)
 	if ev != nil {
 		s.stepDaemon(d, ev)
+	}
+	if hello {
+		// The worker id the daemon took, by its own rule, for the
+		// operator to address.
+		n := &s.nodes[d]
+		n.worker = n.m.Status().WorkerID
 	}
 }
 
@@ -606,19 +610,17 @@ func (s *Sim) outcome(r *request) daemon.Event {
 	rep, err := r.reply, r.err
 	var raw []byte
 	if err == nil && !is2xx(rep.Status) {
-		raw = errorBody(rep.Body)
+		raw, _ = plane.AppendMsgpack(nil, rep.Body) // what the wire carries
 	}
+	retryAfter := time.Duration(rep.RetryAfterS) * time.Second
 	switch r.route {
 	case routeHello:
 		if err != nil {
 			return daemon.HelloResult{Err: err}
 		}
-		res := daemon.HelloResult{Status: rep.Status, Body: raw}
+		res := daemon.HelloResult{Status: rep.Status, Body: raw, RetryAfter: retryAfter}
 		if body, ok := rep.Body.(wire.HelloResponse); ok {
 			res.Response = &body
-			if body.WorkerID != nil && body.Reject == nil {
-				s.nodes[r.d].worker = *body.WorkerID
-			}
 		}
 		return res
 	case routePoll:
@@ -626,7 +628,7 @@ func (s *Sim) outcome(r *request) daemon.Event {
 		if err != nil {
 			return daemon.PollResult{Seq: r.seq, Err: err}
 		}
-		res := daemon.PollResult{Seq: r.seq, Status: rep.Status, Body: raw}
+		res := daemon.PollResult{Seq: r.seq, Status: rep.Status, Body: raw, RetryAfter: retryAfter}
 		if body, ok := rep.Body.(wire.PollResponse); ok {
 			// The machine reads the response within its step and keeps
 			// no hold of it, so one scratch copy serves every poll.
@@ -646,25 +648,6 @@ func (s *Sim) outcome(r *request) daemon.Event {
 
 func is2xx(status int) bool { return status >= 200 && status <= 299 }
 
-// errorBody encodes a refusal's body as msgpack, as planeserver does on
-// daemon routes: the daemon reads {error, field, message} from it.
-func errorBody(body any) []byte {
-	var v wire.ValidationError
-	switch b := body.(type) {
-	case plane.ErrorBody:
-		v = wire.ValidationError{Error: b.Error, Message: b.Message}
-	case wire.ValidationError:
-		v = b
-	default:
-		return nil
-	}
-	raw, err := v.MarshalMsg(nil)
-	if err != nil {
-		return nil
-	}
-	return raw
-}
-
 // ---------------------------------------------------------------- stepping
 
 func (s *Sim) stepPlane(ev plane.Event) {
@@ -682,9 +665,6 @@ func (s *Sim) stepPlane(ev plane.Event) {
 			}
 		case plane.Park:
 			if r := s.lookup(uint64(e.Req)); r != nil {
-				if r.parkUntil == 0 {
-					s.parked++
-				}
 				r.parkUntil = s.ns(e.Until)
 				s.q.push(event{at: r.parkUntil, kind: evDeadline, ref: uint64(r.id)})
 			}
@@ -902,9 +882,6 @@ func (s *Sim) operatorReply(rep plane.Reply) {
 	case operator.ExecAccepted:
 		s.enqueuedAt[b.ExecID] = s.now
 		s.met.enqueued++
-		s.pending++
-	case operator.CommandAccepted:
-		s.pending++
 	}
 }
 

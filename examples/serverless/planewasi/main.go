@@ -13,7 +13,7 @@
 //
 // The request is {state, nowMs, method, path, authorization, body,
 // tokens: {daemon, admin}}, the reply {state, status, contentType, body,
-// parked} or {error}; body is base64 (JSON's []byte), state the stored
+// parked, retryAfterS?} or {error}; body is base64 (JSON's []byte), state the stored
 // JSON state serverless.Handle returns ("" for a fresh plane). The host stores the
 // returned state before it sends the answer; parked says a poll found
 // nothing. Linear memory may grow during a call: read it afresh after.
@@ -57,6 +57,7 @@ type answer struct {
 	ContentType string `json:"contentType"`
 	Body        []byte `json:"body"`
 	Parked      bool   `json:"parked"`
+	RetryAfterS int    `json:"retryAfterS,omitempty"`
 }
 
 // The exports' Go names are exported too: staticcheck does not take
@@ -95,7 +96,7 @@ func step(ptr, size uint32) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nymph_handle %s %s: %w", req.Method, req.Path, err)
 	}
-	out, err := json.Marshal(answer{string(r.State), r.Status, r.ContentType, r.Body, r.Parked})
+	out, err := json.Marshal(answer{string(r.State), r.Status, r.ContentType, r.Body, r.Parked, r.RetryAfterS})
 	if err != nil {
 		return nil, fmt.Errorf("nymph_handle %s %s: encode reply: %w", req.Method, req.Path, err)
 	}

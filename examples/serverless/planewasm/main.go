@@ -4,7 +4,7 @@
 // it exports one function to JavaScript and waits for calls.
 //
 //	nymphPlaneHandle(state, nowMs, method, path, headers, body, tokens)
-//	  → {state, status, contentType, body, parked} or {error}
+//	  → {state, status, contentType, body, parked, retryAfterS} or {error}
 //
 // state is the stored JSON state Handle returns ("" for a fresh plane), headers
 // an object of lower-case names (Node's req.headers), body a Uint8Array,
@@ -48,7 +48,7 @@ func handle(_ js.Value, args []js.Value) any {
 	js.CopyBytesToJS(out, r.Body)
 	return map[string]any{
 		"state": string(r.State), "status": r.Status, "contentType": r.ContentType,
-		"body": out, "parked": r.Parked,
+		"body": out, "parked": r.Parked, "retryAfterS": r.RetryAfterS,
 	}
 }
 
