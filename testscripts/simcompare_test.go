@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nymphd/nymph/wirecore/plane"
+	"github.com/nymphd/nymph/wirecore/sim"
 	"github.com/pelletier/go-toml/v2"
 )
 
@@ -179,7 +181,7 @@ type figures struct {
 // idlePoll is how long an idle daemon's poll is parked: wait_max_s and
 // the plane's poll cap, 20 s by default on both sides. An idle fleet of N
 // polls N/20 times a second.
-const idlePoll = 20 * time.Second
+const idlePoll = plane.DefaultPollCap
 
 // pollsPerExec is the polls an exec adds to the idle fleet's: the poll
 // that carried it ends early, and its end wakes the daemon to poll again.
@@ -642,13 +644,13 @@ level = "debug"
 		started:       len(lat),
 		enqueued:      len(posts),
 		completed:     completed,
-		p50:           percentileOf(lat, 0.50),
-		p99:           percentileOf(lat, 0.99),
-		max:           percentileOf(lat, 1),
-		postP50:       percentileOf(rtts, 0.50),
-		postP99:       percentileOf(rtts, 0.99),
-		execP50MS:     int64(percentileOf(durs, 0.50)),
-		execP99MS:     int64(percentileOf(durs, 0.99)),
+		p50:           sim.Percentile(lat, 0.50),
+		p99:           sim.Percentile(lat, 0.99),
+		max:           sim.Percentile(lat, 1),
+		postP50:       sim.Percentile(rtts, 0.50),
+		postP99:       sim.Percentile(rtts, 0.99),
+		execP50MS:     int64(sim.Percentile(durs, 0.50)),
+		execP99MS:     int64(sim.Percentile(durs, 0.99)),
 		pollErrors:    s1.pollErrors - s0.pollErrors,
 		hellos:        s1.hellos - s0.hellos,
 		resultsFailed: s1.resultsFailed - s0.resultsFailed,
@@ -657,16 +659,6 @@ level = "debug"
 		daemonCPU:     100 * (daemonCPU1 - daemonCPU0) / clockTicks / secs,
 		bootTook:      bootTook,
 	}
-}
-
-// percentileOf is the nearest-rank p-th percentile of sorted v, as the
-// simulator computes it; -1 when v is empty.
-func percentileOf(v []int64, p float64) time.Duration {
-	if len(v) == 0 {
-		return -1
-	}
-	i := int(p*float64(len(v))+0.999999) - 1
-	return time.Duration(v[min(max(i, 0), len(v)-1)])
 }
 
 func waitUntil(b *testing.B, what string, ok func() bool) {

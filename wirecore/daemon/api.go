@@ -160,6 +160,10 @@ const (
 	TimerRepost    TimerID = "repost"    // the earliest failed post to send again
 )
 
+// Timers lists every timer the machine sets, each at most once armed: a
+// driver may keep one slot per entry.
+var Timers = [...]TimerID{TimerBackoff, TimerIdle, TimerGrace, TimerHibernate, TimerRepost}
+
 // SignalKind is the signal the driver received.
 type SignalKind string
 

@@ -166,7 +166,7 @@ func (m *Machine) checkDrained() {
 }
 
 func (m *Machine) exit(code int, reason string) {
-	for _, id := range [...]TimerID{TimerBackoff, TimerIdle, TimerGrace, TimerHibernate, TimerRepost} {
+	for _, id := range Timers {
 		m.cancelTimer(id)
 	}
 	m.setState(StateExiting)

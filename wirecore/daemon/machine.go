@@ -111,23 +111,9 @@ type heldWork struct {
 	kind      string    // resolved runner kind of run
 }
 
-const timerCount = 5
+const timerCount = len(Timers)
 
-func timerIndex(id TimerID) int {
-	switch id {
-	case TimerBackoff:
-		return 0
-	case TimerIdle:
-		return 1
-	case TimerGrace:
-		return 2
-	case TimerHibernate:
-		return 3
-	case TimerRepost:
-		return 4
-	}
-	return -1
-}
+func timerIndex(id TimerID) int { return slices.Index(Timers[:], id) }
 
 // New returns a machine in state booting. cfg is copied; WaitMaxS,
 // RetryMinS and RetryMaxS get their defaults when not positive, and

@@ -19,7 +19,7 @@ type Config struct {
 	// ids, exec ids, invocation ids, session tokens). Hosts pass
 	// crypto/rand.Reader; tests pass a deterministic reader. Required.
 	Entropy io.Reader
-	// PollCap caps a poll's timeout_s (default 20 s).
+	// PollCap caps a poll's timeout_s (default DefaultPollCap).
 	PollCap time.Duration
 	// LostAfter is how long a worker may go without polling before it is
 	// lost (default 3 × PollCap).
@@ -68,6 +68,10 @@ type Config struct {
 	// signed request is refused 503 nonce_memory_full.
 	MaxNonces int
 }
+
+// DefaultPollCap is Config.PollCap when it is not positive: the
+// daemon's default wait_max_s, so a default fleet parks for all of it.
+const DefaultPollCap = 20 * time.Second
 
 // DefaultMaxWorkers is Config.MaxWorkers when it is not positive.
 const DefaultMaxWorkers = 10000
@@ -241,7 +245,7 @@ func New(cfg Config) *Plane {
 // daemons retry against the new process.
 func Restore(cfg Config, snap Snapshot, now time.Time) (*Plane, error) {
 	if cfg.PollCap <= 0 {
-		cfg.PollCap = 20 * time.Second
+		cfg.PollCap = DefaultPollCap
 	}
 	if cfg.LostAfter <= 0 {
 		cfg.LostAfter = 3 * cfg.PollCap

@@ -1,6 +1,7 @@
 package plane
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"strings"
@@ -575,7 +576,7 @@ func (p *Plane) takeBack(w *worker, c CommandRecord) bool {
 		inv.State, inv.WorkerID, inv.CommandID, inv.StartedAt = InvocationQueued, "", "", time.Time{}
 		delete(p.alive, inv.ID)
 		at, _ := slices.BinarySearchFunc(p.queued, inv.Seq, func(r *InvocationRecord, seq uint64) int {
-			return cmpUint(r.Seq, seq)
+			return cmp.Compare(r.Seq, seq)
 		})
 		p.queued = slices.Insert(p.queued, at, inv)
 		p.putInvocation(inv)
@@ -602,14 +603,4 @@ func (p *Plane) takeBack(w *worker, c CommandRecord) bool {
 	}
 	p.putCommand(c)
 	return true
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -90,7 +90,9 @@ type Result struct {
 }
 
 // percentile is the nearest-rank p-th percentile of sorted v.
-func percentile(v []int64, p float64) time.Duration {
+// Percentile is the nearest-rank p-th percentile of sorted v, in ns, as
+// the time series reports dispatch latency; -1 when v is empty.
+func Percentile(v []int64, p float64) time.Duration {
 	if len(v) == 0 {
 		return -1
 	}
@@ -114,8 +116,8 @@ func (s *Sim) sample() {
 		Lost:        rate(m.lost, m.last.lost),
 		Parked:      s.parkedPolls(),
 		QueueDepth:  s.plane.PendingCommands(),
-		DispatchP50: percentile(m.latencies, 0.50),
-		DispatchP99: percentile(m.latencies, 0.99),
+		DispatchP50: Percentile(m.latencies, 0.50),
+		DispatchP99: Percentile(m.latencies, 0.99),
 		Started:     m.started - m.last.started,
 		Completed:   m.completed - m.last.completed,
 	}
@@ -170,9 +172,9 @@ func (s *Sim) result() Result {
 		sum.MeanRate = total / float64(len(m.rows))
 	}
 	slices.Sort(m.allLat)
-	sum.DispatchP50 = percentile(m.allLat, 0.50)
-	sum.DispatchP99 = percentile(m.allLat, 0.99)
-	sum.DispatchMax = percentile(m.allLat, 1)
+	sum.DispatchP50 = Percentile(m.allLat, 0.50)
+	sum.DispatchP99 = Percentile(m.allLat, 0.99)
+	sum.DispatchMax = Percentile(m.allLat, 1)
 	return Result{Rows: m.rows, Summary: sum}
 }
 

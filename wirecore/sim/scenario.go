@@ -6,6 +6,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"time"
+
+	"github.com/nymphd/nymph/wirecore/daemon"
+	"github.com/nymphd/nymph/wirecore/plane"
 )
 
 // Scenario is everything a run depends on: with the same Scenario (Seed
@@ -184,14 +187,15 @@ func Default() Scenario {
 		SampleEvery: 10 * time.Second,
 		TickEvery:   5 * time.Second,
 		BootSpread:  20 * time.Second,
+		// The daemons' and the plane's own defaults.
 		Daemon: DaemonModel{
-			WaitMax:        20 * time.Second,
-			RetryMin:       time.Second,
-			RetryMax:       60 * time.Second,
-			MaxInvocations: 100,
-			Grace:          60 * time.Second,
+			WaitMax:        seconds(daemon.DefaultWaitMaxS),
+			RetryMin:       seconds(daemon.DefaultRetryMinS),
+			RetryMax:       seconds(daemon.DefaultRetryMaxS),
+			MaxInvocations: daemon.DefaultMaxInvocations,
+			Grace:          seconds(daemon.DefaultGraceS),
 		},
-		Plane: PlaneModel{PollCap: 20 * time.Second, Retain: 10 * time.Minute},
+		Plane: PlaneModel{PollCap: plane.DefaultPollCap, Retain: 10 * time.Minute},
 		Network: NetworkModel{
 			Latency: Dist{Kind: DistLognormal, Mean: 2 * time.Millisecond, Sigma: 0.5, Min: 200 * time.Microsecond},
 			Timeout: 30 * time.Second,
@@ -202,6 +206,12 @@ func Default() Scenario {
 		},
 	}
 }
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// MaxScheduled bounds each list of scheduled faults and waves: an event
+// names its entry by a byte.
+const MaxScheduled = 255
 
 // MaxDaemons bounds Scenario.Daemons: ids and the heap use 32-bit indexes.
 const MaxDaemons = 10_000_000
@@ -290,6 +300,9 @@ func (s Scenario) Validate() error {
 		if h.At < 0 || !(h.Fraction > 0 && h.Fraction <= 1) {
 			bad("workload.drains[%d]: at must not be negative, fraction in (0, 1]", i)
 		}
+	}
+	if len(n.Partitions) > MaxScheduled || len(n.Outages) > MaxScheduled || len(w.Hibernates) > MaxScheduled || len(w.Drains) > MaxScheduled {
+		bad("at most %d partitions, outages, hibernates and drains each", MaxScheduled)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("scenario %q: %w", s.Name, errors.Join(errs...))

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/nymphd/nymph/wirecore/daemon"
@@ -152,19 +153,18 @@ func (p *pollSet) drop(seq uint64) {
 	}
 }
 
-const timerCount = 5
+const timerCount = len(daemon.Timers)
 
-func timerID(i uint8) daemon.TimerID {
-	return [timerCount]daemon.TimerID{daemon.TimerBackoff, daemon.TimerIdle, daemon.TimerGrace, daemon.TimerHibernate, daemon.TimerRepost}[i]
-}
+func timerID(i uint8) daemon.TimerID { return daemon.Timers[i] }
 
+// timerIndex is id's slot; a timer the daemon does not list is a bug in
+// its list, not something to drop.
 func timerIndex(id daemon.TimerID) int {
-	for i := range uint8(timerCount) {
-		if timerID(i) == id {
-			return int(i)
-		}
+	i := slices.Index(daemon.Timers[:], id)
+	if i < 0 {
+		panic(fmt.Sprintf("sim: timer %q is not in daemon.Timers", id))
 	}
-	return -1
+	return i
 }
 
 // Daemon states as small numbers, for the per-state counts.
@@ -729,18 +729,15 @@ func (s *Sim) stepDaemon(d int32, ev daemon.Event) {
 				s.cancelWork(d, e.ExecID)
 			}
 		case daemon.SetTimer:
-			if i := timerIndex(e.ID); i >= 0 {
-				at := s.ns(e.At)
-				n.timers[i], n.armed = at, n.armed|1<<i
-				s.q.push(event{at: at, kind: evTimer, d: d, aux: uint8(i), ref: uint64(at)})
-				if e.ID == daemon.TimerBackoff {
-					n.backoffWait = at - s.now
-				}
+			i := timerIndex(e.ID)
+			at := s.ns(e.At)
+			n.timers[i], n.armed = at, n.armed|1<<i
+			s.q.push(event{at: at, kind: evTimer, d: d, aux: uint8(i), ref: uint64(at)})
+			if e.ID == daemon.TimerBackoff {
+				n.backoffWait = at - s.now
 			}
 		case daemon.CancelTimer:
-			if i := timerIndex(e.ID); i >= 0 {
-				n.armed &^= 1 << i
-			}
+			n.armed &^= 1 << timerIndex(e.ID)
 		case daemon.ReportState:
 			n.state = stateCode(e.State)
 		case daemon.Exit:

@@ -123,8 +123,11 @@ func TestValidateNamesTheField(t *testing.T) {
 	sc := Default()
 	sc.Network.Loss = 1
 	sc.Workload.ExecDuration.Kind = "zipf"
+	for i := range MaxScheduled + 1 { // one more than an event can name
+		sc.Network.Outages = append(sc.Network.Outages, Window{At: time.Duration(i) * time.Minute, For: time.Second})
+	}
 	_, err := New(sc)
-	for _, want := range []string{"network.loss", "workload.exec_duration.kind"} {
+	for _, want := range []string{"network.loss", "workload.exec_duration.kind", "at most 255 partitions, outages"} {
 		if err == nil || !bytes.Contains([]byte(err.Error()), []byte(want)) {
 			t.Errorf("error %v does not name %s", err, want)
 		}

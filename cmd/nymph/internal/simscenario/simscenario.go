@@ -221,9 +221,6 @@ func Parse(name string, data []byte) (sim.Scenario, error) {
 	for _, h := range f.Workload.Drains {
 		w.Drains = append(w.Drains, sim.Wave{At: time.Duration(h.At), Fraction: h.Fraction})
 	}
-	if len(n.Partitions) > 255 || len(n.Outages) > 255 || len(w.Hibernates) > 255 || len(w.Drains) > 255 {
-		return sim.Scenario{}, fmt.Errorf("check scenario %s: at most 255 partitions, outages, hibernates and drains each", name)
-	}
 	if err := sc.Validate(); err != nil {
 		return sim.Scenario{}, fmt.Errorf("check scenario %s: %w", name, err)
 	}
