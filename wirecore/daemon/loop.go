@@ -65,14 +65,13 @@ func (m *Machine) helloCursor() *string {
 	return m.cursorText()
 }
 
-// cursorText is m.cursor as the wire carries it, formatted once per
-// value rather than on every poll; the string it points to is never
-// changed, so a request may keep it.
-func (m *Machine) cursorText() *string {
-	if m.cursorWire == nil || m.cursorWireOf != m.cursor {
-		m.cursorWire, m.cursorWireOf = wire.FormatCursor(m.cursor), m.cursor
-	}
-	return m.cursorWire
+// cursorText is m.cursor as the wire carries it, formatted when the
+// cursor moves (setCursor) rather than on every poll; the string it
+// points to is never changed, so a request may keep it.
+func (m *Machine) cursorText() *string { return m.cursorWire }
+
+func (m *Machine) setCursor(n uint64) {
+	m.cursor, m.cursorWire = n, wire.FormatCursor(n)
 }
 
 // pollRequest is a poll of this worker, waiting at most waitS, reporting
@@ -106,7 +105,7 @@ func (m *Machine) advanceCursor(cursor *string, all bool) {
 		return
 	}
 	if n := wire.ParseCursor(cursor); all && n > m.cursor {
-		m.cursor = n
+		m.setCursor(n)
 		m.appliedDirty = true
 	}
 	if m.appliedDirty {
@@ -116,7 +115,7 @@ func (m *Machine) advanceCursor(cursor *string, all bool) {
 }
 
 // uses reports whether the plane agreed to extension ext.
-func (m *Machine) uses(ext string) bool { return m.agreedSet.Has(ext) }
+func (m *Machine) uses(ext string) bool { return m.agreed.Has(ext) }
 
 func (m *Machine) capabilities() wire.Capabilities {
 	runners := m.cfg.Runners
@@ -168,15 +167,15 @@ func (m *Machine) helloAccepted(now time.Time, resp *wire.HelloResponse) {
 		m.workerID = *resp.WorkerID
 	}
 	// Only what this daemon announced and the plane agreed to.
-	m.agreed = nil
+	var agreed []string
 	for _, e := range wire.ConfigExtensionsOf(resp.Config) {
 		if slices.Contains(m.cfg.Extensions, e) {
-			m.agreed = append(m.agreed, e)
+			agreed = append(agreed, e)
 		}
 	}
-	m.agreedSet = wire.ExtSetOf(m.agreed)
-	if len(m.agreed) > 0 {
-		m.log(slog.LevelInfo, "extensions agreed with the control plane", slog.Any("extensions", m.agreed))
+	m.agreed = wire.ExtSetOf(agreed)
+	if len(agreed) > 0 {
+		m.log(slog.LevelInfo, "extensions agreed with the control plane", slog.Any("extensions", agreed))
 	}
 	m.applyLiveConfig(now, resp.Config, true)
 	m.needHello = false

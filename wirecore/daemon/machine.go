@@ -35,14 +35,12 @@ type Machine struct {
 	// for the commands it may carry.
 	parked uint64
 	// agreed are the extensions the plane's last hello reply agreed to.
-	agreed    []string
-	agreedSet wire.ExtSet // the same, asked on every poll
+	agreed wire.ExtSet
 	// cursor is the last command cursor applied; applied the ids of the
 	// commands applied most recently (extension wire.ExtCursor), and
 	// appliedDirty says they changed since PersistDelivery.
 	cursor       uint64
-	cursorWire   *string // cursorText's, for cursorWireOf
-	cursorWireOf uint64
+	cursorWire   *string // cursor as the wire carries it (setCursor)
 	appliedDirty bool
 	draining     bool
 	// noticing is true while a NotifyDraining is in flight.
@@ -143,7 +141,9 @@ func New(cfg Config, rnd Rand) *Machine {
 		state:   StateBooting,
 		backoff: newBackoff(cfg.RetryMinS, cfg.RetryMaxS),
 		cursor:  cfg.Cursor,
-		applied: applied,
+		// The same, as the wire carries it (setCursor).
+		cursorWire: wire.FormatCursor(cfg.Cursor),
+		applied:    applied,
 		configuredAt: bootValues{WaitMaxS: cfg.WaitMaxS, RetryMinS: cfg.RetryMinS, RetryMaxS: cfg.RetryMaxS,
 			MaxInvocations: cfg.MaxInvocations, LogLevel: cfg.LogLevel},
 	}
