@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nymphd/nymph/wirecore/wire"
@@ -95,6 +96,10 @@ func ScriptFailed(exited error) Outcome {
 // ScriptArgv is the command line of a run's script on every runner,
 // inside a container or Pod too: `bash -c <script>` (spec 003).
 func ScriptArgv(script string) []string { return []string{"bash", "-c", script} }
+
+// ShellQuote quotes s for a POSIX shell: in single quotes, each quote in
+// it closed, escaped and reopened.
+func ShellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // ScriptDone decides a script by its exit status alone: exit 0 succeeded
 // with an empty result (there is no result.msgpack contract for a script),

@@ -22,6 +22,7 @@ import (
 	"github.com/nymphd/nymph/hostio/daemonconfig"
 	"github.com/nymphd/nymph/hostio/opclient"
 	"github.com/nymphd/nymph/hostio/secretfile"
+	"github.com/nymphd/nymph/runners"
 	"github.com/nymphd/nymph/runners/kube"
 	"github.com/nymphd/nymph/wirecore/operator"
 	"github.com/nymphd/nymph/wirecore/wire"
@@ -280,12 +281,12 @@ func printList[T any](c *ctlRun, list T, err error, asJSON bool, table func(io.W
 	return 0
 }
 
-// envFlag collects repeated --env K=V.
-type envFlag map[string]string
+// kvFlag collects a repeated K=V flag (--env, --arg); a later K wins.
+type kvFlag map[string]string
 
-func (e envFlag) String() string { return "" }
+func (e kvFlag) String() string { return "" }
 
-func (e envFlag) Set(s string) error {
+func (e kvFlag) Set(s string) error {
 	k, v, ok := strings.Cut(s, "=")
 	if !ok || k == "" {
 		return fmt.Errorf("want K=V, got %q", s)
@@ -314,7 +315,7 @@ func parseSeconds(s string) (float64, error) {
 
 func ctlExec(ctx context.Context, c *ctlRun, args []string) int {
 	fs := c.flags("exec")
-	env := envFlag{}
+	env := kvFlag{}
 	fs.Var(env, "env", "set K=V in the command's environment (repeatable)")
 	timeout := fs.String("timeout", "", "kill the command after this long (30s, 2m, or seconds)")
 	stdinFrom := fs.String("stdin", "", "feed FILE (or - for this stdin) to the command")
@@ -537,10 +538,10 @@ func ctlRunInvocation(ctx context.Context, c *ctlRun, args []string) int {
 	runner := fs.String("runner", "", "runner kind: process, docker, gvisor, slurm, kube")
 	script := fs.String("script", "", "run bash -c `CMD` instead of the entry program (in the workdir; /workspace in a container or Pod); it succeeds when it exits 0")
 	argsFile := fs.String("args", "", "file (or -) whose bytes become args.msgpack (over 256 KiB: uploaded to the payload store)")
-	var argKV runArgFlag
-	fs.Var(&argKV, "arg", "set `K=V` in args.msgpack, a msgpack map of strings (repeatable; not with --args)")
+	argKV := kvFlag{}
+	fs.Var(argKV, "arg", "set `K=V` in args.msgpack, a msgpack map of strings (repeatable; not with --args)")
 	argJSON := fs.String("arg-json", "", "args.msgpack as a msgpack map from a `JSON` object, or @FILE (- for stdin); --arg sets keys on top (not with --args)")
-	env := envFlag{}
+	env := kvFlag{}
 	fs.Var(env, "env", "set `K=V` in the run's environment (repeatable): run_config.docker.env on docker and gvisor; on the other runners only with --script, exported before it")
 	namespace := fs.String("namespace", defaultPayloadNamespace, "payload store namespace args.msgpack over 256 KiB is uploaded to")
 	module := fs.String("module", "", "function module (default __main__; none with --script)")
@@ -869,7 +870,7 @@ var shellName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // runners have none on the wire, so only a script can take it: the
 // variables are exported on the script's first line. An entry program run
 // on them is refused rather than run without what was asked.
-func (c *ctlRun) runEnv(rc *wire.RunConfig, kind string, hasScript bool, script *string, env envFlag) int {
+func (c *ctlRun) runEnv(rc *wire.RunConfig, kind string, hasScript bool, script *string, env kvFlag) int {
 	keys := slices.Sorted(maps.Keys(env))
 	if kind == wire.RunnerDocker || kind == wire.RunnerGVisor {
 		if rc.Docker == nil {
@@ -891,32 +892,10 @@ func (c *ctlRun) runEnv(rc *wire.RunConfig, kind string, hasScript bool, script 
 		if !shellName.MatchString(k) {
 			return c.usageErr("run", "--env %s: not a name a shell can export", k)
 		}
-		b.WriteString(" " + k + "=" + shellQuote(env[k]))
+		b.WriteString(" " + k + "=" + runners.ShellQuote(env[k]))
 	}
 	*script = b.String() + "\n" + *script
 	return proceed
-}
-
-// shellQuote single-quotes s for bash.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-// runArgFlag collects repeated --arg K=V; a later K wins.
-type runArgFlag map[string]string
-
-func (a *runArgFlag) String() string { return "" }
-
-func (a *runArgFlag) Set(s string) error {
-	k, v, ok := strings.Cut(s, "=")
-	if !ok || k == "" {
-		return fmt.Errorf("want K=V, got %q", s)
-	}
-	if *a == nil {
-		*a = runArgFlag{}
-	}
-	(*a)[k] = v
-	return nil
 }
 
 // buildRunArgs makes args.msgpack from --arg-json (a JSON object, inline
@@ -924,7 +903,7 @@ func (a *runArgFlag) Set(s string) error {
 // values map to their msgpack kinds (a number without a fraction or
 // exponent to an integer); --arg values are strings and replace a key the
 // JSON has. docs/protocol.md, "Writing an entry program", describes it.
-func buildRunArgs(env *cliEnv, argJSON string, kv runArgFlag) ([]byte, error) {
+func buildRunArgs(env *cliEnv, argJSON string, kv kvFlag) ([]byte, error) {
 	obj := map[string]any{}
 	if argJSON != "" {
 		data := []byte(argJSON)

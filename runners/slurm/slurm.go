@@ -111,31 +111,26 @@ func Script(inv runners.Invocation) (string, error) {
 	}
 	for _, kv := range runners.ChildEnv(inv.Run, inv.Workdir) {
 		k, v, _ := strings.Cut(kv, "=")
-		fmt.Fprintf(&b, "export %s=%s\n", k, shellQuote(v))
+		fmt.Fprintf(&b, "export %s=%s\n", k, runners.ShellQuote(v))
 	}
-	fmt.Fprintf(&b, "cd %s || exit 1\n", shellQuote(inv.Workdir))
+	fmt.Fprintf(&b, "cd %s || exit 1\n", runners.ShellQuote(inv.Workdir))
 	if inv.Run.Script != nil {
 		for i, a := range runners.ScriptArgv(*inv.Run.Script) {
 			if i > 0 {
 				b.WriteString(" ")
 			}
-			b.WriteString(shellQuote(a))
+			b.WriteString(runners.ShellQuote(a))
 		}
 		fmt.Fprintf(&b, "\nstatus=$?\necho \"$status\" > %s\nexit \"$status\"\n",
-			shellQuote(filepath.Join(inv.Workdir, StatusFile)))
+			runners.ShellQuote(filepath.Join(inv.Workdir, StatusFile)))
 		return b.String(), nil
 	}
 	b.WriteString("exec")
 	for _, a := range inv.Entry {
-		b.WriteString(" " + shellQuote(a))
+		b.WriteString(" " + runners.ShellQuote(a))
 	}
 	b.WriteString("\n")
 	return b.String(), nil
-}
-
-// shellQuote single-quotes s for bash.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 var submitted = regexp.MustCompile(`Submitted batch job (\d+)`)

@@ -12,6 +12,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/nymphd/nymph/runners"
 )
 
 // Role is the program a definition runs.
@@ -350,7 +352,7 @@ func logonTaskScript(s Spec) []byte {
 	line("# Remove it with: schtasks //Delete //TN %s //F", s.Name())
 	line("set -euo pipefail")
 	line("")
-	line("task=%s", shellQuote(s.Name()))
+	line("task=%s", runners.ShellQuote(s.Name()))
 	line(`user="${USERDOMAIN:-${COMPUTERNAME:-.}}\\${USERNAME:?USERNAME is not set: run this from Git Bash on Windows}"`)
 	line(`dir="$(mktemp -d)"`)
 	line(`trap 'rm -rf "$dir"' EXIT`)
@@ -409,9 +411,4 @@ func windowsArg(a string) string {
 	b.WriteString(strings.Repeat(`\`, 2*slashes))
 	b.WriteByte('"')
 	return b.String()
-}
-
-// shellQuote single-quotes s for bash.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
