@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -134,10 +135,24 @@ type Reaper interface {
 // first hello waits on it.
 const ReapTimeout = 60 * time.Second
 
-// EachLeftover calls reap with each root/*/name (a file a run keeps in its
-// workdir while the daemon follows what it names), under one ReapTimeout
-// for them all.
-func EachLeftover(ctx context.Context, root, name string, reap func(ctx context.Context, file string)) {
+// What a Reaper's stop reports of a leftover besides stopping it.
+var (
+	// ErrLeftoverGone: what the file names is gone already (it ended,
+	// or its client's own cleanup took it); the file is removed quietly.
+	ErrLeftoverGone = errors.New("gone already")
+	// ErrNotALeftover: the file does not name anything the runner would
+	// hand its client; it is left as it is, and logged.
+	ErrNotALeftover = errors.New("does not name one")
+)
+
+// ReapLeftovers sweeps root/*/name, the file a run keeps in its workdir
+// while the daemon follows what it names (a container, a job, a Pod),
+// under one ReapTimeout for them all. stop gets each file's trimmed
+// content and stops what it names, returning what it did ("container of
+// an earlier daemon's run still there; removed") and the id it stopped,
+// which are logged and the file removed; ErrLeftoverGone and ErrNotALeftover are as they say;
+// any other error keeps the file, so the next start tries again.
+func ReapLeftovers(ctx context.Context, root, name string, log *slog.Logger, stop func(ctx context.Context, content string) (done, id string, err error)) {
 	files, err := filepath.Glob(filepath.Join(root, "*", name))
 	if err != nil || len(files) == 0 {
 		return
@@ -145,6 +160,25 @@ func EachLeftover(ctx context.Context, root, name string, reap func(ctx context.
 	ctx, cancel := context.WithTimeout(ctx, ReapTimeout)
 	defer cancel()
 	for _, f := range files {
-		reap(ctx, f)
+		b, err := os.ReadFile(f)
+		if err != nil {
+			log.Warn("leftover of an earlier daemon's run unreadable", "file", f, "err", err)
+			continue
+		}
+		done, id, err := stop(ctx, strings.TrimSpace(string(b)))
+		switch {
+		case errors.Is(err, ErrNotALeftover):
+			log.Warn("leftover file of an earlier daemon's run left as it is", "file", f, "err", err)
+			continue
+		case errors.Is(err, ErrLeftoverGone):
+		case err != nil:
+			log.Warn("leftover of an earlier daemon's run not stopped; tried again at the next start", "file", f, "err", err)
+			continue
+		default:
+			log.Warn(done, "id", id, "file", f)
+		}
+		if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
+			log.Warn("leftover file not removed", "file", f, "err", err)
+		}
 	}
 }

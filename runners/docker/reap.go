@@ -2,10 +2,9 @@ package docker
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 
@@ -25,23 +24,16 @@ var containerID = regexp.MustCompile(`^[0-9a-f]{12,64}$`)
 // it is removed (docker rm -f), and so is the cidfile. A container that
 // is gone already (the client's --rm took it) costs a quiet miss.
 func (r *Runner) Reap(ctx context.Context, root string, log *slog.Logger) {
-	runners.EachLeftover(ctx, root, CIDFile, func(ctx context.Context, f string) { r.reapOne(ctx, f, log) })
+	runners.ReapLeftovers(ctx, root, CIDFile, log, r.removeContainer)
 }
 
-func (r *Runner) reapOne(ctx context.Context, cidfile string, log *slog.Logger) {
-	b, err := os.ReadFile(cidfile)
-	cid := strings.TrimSpace(string(b))
+func (r *Runner) removeContainer(ctx context.Context, cid string) (string, string, error) {
 	switch {
-	case err != nil:
-		log.Warn("leftover container id unreadable", "file", cidfile, "err", err)
-		return
 	case cid == "":
 		// docker writes the id once the container exists: none was made.
-		_ = os.Remove(cidfile)
-		return
+		return "", "", runners.ErrLeftoverGone
 	case !containerID.MatchString(cid):
-		log.Warn("leftover container id file does not hold a container id; left as it is", "file", cidfile)
-		return
+		return "", "", fmt.Errorf("%w: not a container id", runners.ErrNotALeftover)
 	}
 	cmd := exec.CommandContext(ctx, r.opt.Docker, "rm", "-f", cid)
 	cmd.Env = r.clientEnv(nil)
@@ -50,13 +42,9 @@ func (r *Runner) reapOne(ctx context.Context, cidfile string, log *slog.Logger) 
 	switch {
 	case strings.Contains(text, "No such container"):
 		// Gone with its client's --rm (`rm -f` says so and exits 0).
-	case err == nil:
-		log.Warn("container of an earlier daemon's run still there; removed", "cid", cid, "workdir", filepath.Dir(cidfile))
-	default:
-		log.Warn("container of an earlier daemon's run could not be removed", "cid", cid, "err", err, "output", text)
-		return // kept, so the next start tries again
+		return "", "", runners.ErrLeftoverGone
+	case err != nil:
+		return "", "", fmt.Errorf("docker rm -f %s: %w: %s", cid, err, text)
 	}
-	if err := os.Remove(cidfile); err != nil && !os.IsNotExist(err) {
-		log.Warn("leftover container id file not removed", "file", cidfile, "err", err)
-	}
+	return "container of an earlier daemon's run still there; removed", cid, nil
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"regexp"
 
 	"github.com/nymphd/nymph/runners"
@@ -40,12 +39,8 @@ func writePodRef(path string, cfg *wire.KubeConfig, name string) error {
 	return os.WriteFile(path, b, 0o600)
 }
 
-func readPodRef(path string) (podRef, error) {
+func readPodRef(b []byte) (podRef, error) {
 	var ref podRef
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ref, err
-	}
 	if err := json.Unmarshal(b, &ref); err != nil {
 		return ref, err
 	}
@@ -60,26 +55,20 @@ func readPodRef(path string) (podRef, error) {
 // it. Nothing collects that Pod's result any more, so it is deleted (one
 // deleted already costs nothing) and the file removed.
 func (r *Runner) Reap(ctx context.Context, root string, log *slog.Logger) {
-	runners.EachLeftover(ctx, root, PodRefFile, func(ctx context.Context, f string) { r.reapPod(ctx, f, log) })
+	runners.ReapLeftovers(ctx, root, PodRefFile, log, r.deletePod)
 }
 
-func (r *Runner) reapPod(ctx context.Context, f string, log *slog.Logger) {
-	ref, err := readPodRef(f)
+func (r *Runner) deletePod(ctx context.Context, content string) (string, string, error) {
+	ref, err := readPodRef([]byte(content))
 	if err != nil {
-		log.Warn("leftover pod reference unreadable; left as it is", "file", f, "err", err)
-		return
+		return "", "", fmt.Errorf("%w: %v", runners.ErrNotALeftover, err)
 	}
 	cfg := &wire.KubeConfig{Namespace: ref.Namespace, Context: ref.Context}
 	switch _, err := r.kubectl(ctx, nil, DeleteArgv(cfg, ref.Name)...); {
 	case errors.Is(err, errNotFound):
-		// Deleted already.
+		return "", "", runners.ErrLeftoverGone
 	case err != nil:
-		log.Warn("pod of an earlier daemon's run not deleted", "pod", ref.Name, "namespace", ref.Namespace, "err", err)
-		return // kept, so the next start tries again
-	default:
-		log.Warn("pod of an earlier daemon's run still there; deleted", "pod", ref.Name, "namespace", ref.Namespace, "workdir", filepath.Dir(f))
+		return "", "", err
 	}
-	if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
-		log.Warn("leftover pod reference not removed", "file", f, "err", err)
-	}
+	return "pod of an earlier daemon's run still there; deleted", ref.Namespace + "/" + ref.Name, nil
 }

@@ -3,11 +3,9 @@ package slurm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"regexp"
-	"strings"
 
 	"github.com/nymphd/nymph/runners"
 )
@@ -21,30 +19,16 @@ var jobIDPattern = regexp.MustCompile(`^[0-9]+(_[0-9]+)?$`)
 // it. Nothing collects that job's result any more, so it is cancelled
 // (scancel; a job that ended already costs nothing) and the file removed.
 func (r *Runner) Reap(ctx context.Context, root string, log *slog.Logger) {
-	runners.EachLeftover(ctx, root, JobIDFile, func(ctx context.Context, f string) { r.reapJob(ctx, f, log) })
-}
-
-func (r *Runner) reapJob(ctx context.Context, f string, log *slog.Logger) {
-	b, err := os.ReadFile(f)
-	id := strings.TrimSpace(string(b))
-	switch {
-	case err != nil:
-		log.Warn("leftover slurm job id unreadable", "file", f, "err", err)
-		return
-	case !jobIDPattern.MatchString(id):
-		log.Warn("leftover slurm job id file does not hold a job id; left as it is", "file", f)
-		return
-	}
-	switch _, err := r.command(ctx, filepath.Dir(f), r.opt.Scancel, id); {
-	case errors.Is(err, errUnknownJob):
-		// Ended and forgotten by slurmctld already.
-	case err != nil:
-		log.Warn("slurm job of an earlier daemon's run not cancelled", "slurm_job", id, "err", err)
-		return // kept, so the next start tries again
-	default:
-		log.Warn("slurm job of an earlier daemon's run cancelled", "slurm_job", id, "workdir", filepath.Dir(f))
-	}
-	if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
-		log.Warn("leftover slurm job id file not removed", "file", f, "err", err)
-	}
+	runners.ReapLeftovers(ctx, root, JobIDFile, log, func(ctx context.Context, id string) (string, string, error) {
+		if !jobIDPattern.MatchString(id) {
+			return "", "", fmt.Errorf("%w: not a slurm job id", runners.ErrNotALeftover)
+		}
+		switch _, err := r.command(ctx, root, r.opt.Scancel, id); {
+		case errors.Is(err, errUnknownJob):
+			return "", "", runners.ErrLeftoverGone // ended and forgotten by slurmctld
+		case err != nil:
+			return "", "", err
+		}
+		return "slurm job of an earlier daemon's run cancelled", id, nil
+	})
 }
