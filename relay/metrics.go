@@ -169,7 +169,7 @@ func (m *Metrics) WritePrometheus(w io.Writer, now time.Time) {
 func (m *Metrics) Handler(now func() time.Time) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		w.Header().Set("Content-Type", promtext.ContentType)
 		m.WritePrometheus(w, now())
 	})
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {

@@ -17,7 +17,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sort"
 	"sync"
 	"time"
 
@@ -68,7 +67,7 @@ func (b *Board) Handler() http.Handler {
 		_ = enc.Encode(newStatusDoc(b.Snapshot()))
 	})
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		w.Header().Set("Content-Type", promtext.ContentType)
 		writeMetrics(w, b.Snapshot())
 	})
 	return mux
@@ -218,19 +217,11 @@ func writeMetrics(w io.Writer, s Snapshot) {
 	}{{"ok", c.ExecsOK}, {"nonzero", c.ExecsNonZero}, {"timeout", c.ExecsTimedOut}, {"failed", c.ExecsFailed}} {
 		p.Int("nymph_execs_total", promtext.Label("outcome", o.label), o.v)
 	}
-	p.Family("nymph_runs_total", "counter", "Runs finished, by outcome.")
 	outcomes := map[string]uint64{wire.StateSucceeded: 0, wire.StateFailed: 0, wire.StateKilled: 0}
 	for k, v := range s.RunOutcomes {
 		outcomes[k] = v
 	}
-	keys := make([]string, 0, len(outcomes))
-	for k := range outcomes {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		p.Int("nymph_runs_total", promtext.Label("outcome", k), outcomes[k])
-	}
+	p.ByLabel("nymph_runs_total", "counter", "Runs finished, by outcome.", "outcome", outcomes)
 
 	p.Family("nymph_in_flight", "gauge", "Work running now, by kind.")
 	setup := uint64(0)

@@ -115,7 +115,7 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request, asJSON bool, req
 	if e, ok := rep.Body.(plane.ErrorBody); ok && e.Error == plane.ErrWorkerLimit {
 		s.log.Debug("hello refused for the worker limit", "message", e.Message)
 		s.workerLimitLogged.Do(func() {
-			s.log.Warn("refusing the hello of a new machine: the worker limit is reached (raise nymph serve --max-workers, or forget lost workers: nymph ctl forget, serve --forget-lost-after); later ones are logged at debug level", "message", e.Message)
+			s.log.Warn("refusing the hello of a new machine: the worker limit is reached; later ones are logged at debug level", "message", e.Message)
 		})
 	}
 	// A poll the daemon already abandoned (its connection closed while the

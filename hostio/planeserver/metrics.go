@@ -100,7 +100,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 		adminError(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	w.Header().Set("Content-Type", promtext.ContentType)
 	p := promtext.Writer{W: w}
 
 	p.Family("nymph_serve_requests_total", "counter", "Requests answered, by route (the pattern it matched) and HTTP status.")
@@ -133,15 +133,11 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	p.Float("nymph_serve_store_apply_seconds_total", "", float64(s.metrics.applyNanos.Load())/1e9)
 
 	states := func(name, help string, by map[string]int) {
-		p.Family(name, "gauge", help)
-		ks := make([]string, 0, len(by))
-		for k := range by {
-			ks = append(ks, k)
+		values := make(map[string]uint64, len(by))
+		for k, v := range by {
+			values[k] = uint64(v)
 		}
-		slices.Sort(ks)
-		for _, k := range ks {
-			p.Int(name, promtext.Label("state", k), uint64(by[k]))
-		}
+		p.ByLabel(name, "gauge", help, "state", values)
 	}
 	states("nymph_serve_workers", "Workers registered, by state.", g.Workers)
 	p.Gauge("nymph_serve_parked_requests", "Requests held open: parked polls and log waits.", float64(g.Parked))

@@ -9,8 +9,13 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 )
+
+// ContentType is the exposition format's media type, for the response
+// that carries it.
+const ContentType = "text/plain; version=0.0.4; charset=utf-8"
 
 // Writer writes to W; write errors are the caller's connection's concern
 // and are ignored, as a scraper that hung up wants nothing more.
@@ -46,6 +51,20 @@ func (p Writer) Counter(name, help string, v uint64) {
 func (p Writer) Gauge(name, help string, v float64) {
 	p.Family(name, "gauge", help)
 	p.Float(name, "", v)
+}
+
+// ByLabel writes a family with one sample per key of values, labelled
+// label=key, in key order (so a scrape reads the same order twice).
+func (p Writer) ByLabel(name, typ, help, label string, values map[string]uint64) {
+	p.Family(name, typ, help)
+	keys := make([]string, 0, len(values))
+	for k := range values {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		p.Int(name, Label(label, k), values[k])
+	}
 }
 
 // Label is one label pair, its value quoted.

@@ -24,7 +24,7 @@ func (p *Plane) Gauges() Gauges {
 		Workers:     map[string]int{WorkerActive: 0, WorkerSettingUp: 0, WorkerHibernating: 0, WorkerLost: 0},
 		Parked:      len(p.parked),
 		Execs:       map[string]int{ExecQueued: 0, ExecDelivered: 0, ExecFinished: 0},
-		Invocations: map[string]int{InvocationQueued: 0, InvocationRunning: 0},
+		Invocations: map[string]int{InvocationQueued: 0, InvocationRunning: 0, InvocationSucceeded: 0, InvocationFailed: 0, InvocationKilled: 0},
 	}
 	for _, w := range p.workerOrder {
 		g.Workers[w.rec.State]++

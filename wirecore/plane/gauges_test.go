@@ -42,7 +42,8 @@ func TestGauges(t *testing.T) {
 		Parked:          0,
 		PendingCommands: 1,
 		Execs:           map[string]int{plane.ExecQueued: 1, plane.ExecDelivered: 1, plane.ExecFinished: 0},
-		Invocations:     map[string]int{plane.InvocationQueued: 1, plane.InvocationRunning: 0},
+		Invocations: map[string]int{plane.InvocationQueued: 1, plane.InvocationRunning: 0,
+			plane.InvocationSucceeded: 0, plane.InvocationFailed: 0, plane.InvocationKilled: 0},
 	}
 	if !gaugesEqual(g, want) {
 		t.Errorf("gauges\n%+v\nwant\n%+v", g, want)
