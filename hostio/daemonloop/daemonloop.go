@@ -349,11 +349,11 @@ func (d *driver) stop() {
 	d.cancelWork()
 }
 
-// feed hands an event to the loop; after the loop ended it is dropped.
 // feedLater feeds ev from another goroutine: the loop itself must not
 // wait on its own channel.
 func (d *driver) feedLater(ev any) { go d.feed(ev) }
 
+// feed hands an event to the loop; after the loop ended it is dropped.
 func (d *driver) feed(ev any) {
 	select {
 	case d.events <- ev:

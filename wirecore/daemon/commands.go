@@ -81,7 +81,7 @@ func (m *Machine) skip(id, kind, reason string) {
 func (m *Machine) acceptExec(now time.Time, c wire.ExecCommand) {
 	id := c.Body.ExecID
 	if m.execKnown(id) {
-		// No cursor on the wire: a reconnect can redeliver a command.
+		// Without the cursor extension a reconnect can redeliver a command.
 		m.skip(c.ID, c.CommandKind(), "exec "+id+" is already running or held")
 		return
 	}
