@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nymphd/nymph/internal/strictwire"
 	"github.com/nymphd/nymph/wirecore/operator"
 	"github.com/nymphd/nymph/wirecore/wire"
 	"github.com/tinylib/msgp/msgp"
@@ -181,5 +182,38 @@ func TestForeignStateRefused(t *testing.T) {
 		Authorization: "Bearer " + tokens.Admin}, tokens, rand.Reader)
 	if err == nil || !strings.Contains(err.Error(), `decode state: json: unknown field "workers"`) {
 		t.Fatalf("a bare snapshot as the state: %v", err)
+	}
+}
+
+// What the serverless plane sends a daemon reads under a strictly typed
+// decoder written from docs/protocol.md's tables (internal/strictwire,
+// another msgpack library), not only under our own: the hello response,
+// an empty poll, a poll bringing an exec and the exec's body.
+func TestBodiesFitAStrictPeer(t *testing.T) {
+	s := &store{t: t, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	one, version := "1", "0.1.0"
+	raw := s.daemon(wire.PathHello, &wire.HelloRequest{
+		MachineID: "strict", Label: "strict", Tags: []string{},
+		Capabilities: wire.Capabilities{Runners: []string{"process"}, MaxInvocations: 4},
+		Versions:     wire.Versions{Daemon: &version, Protocol: &one},
+	}).Body
+	var hello strictwire.HelloResponse
+	if err := strictwire.Decode(raw, &hello); err != nil || hello.WorkerID == nil {
+		t.Fatalf("hello response: %v %+v\n%x", err, hello, raw)
+	}
+	poll := &wire.PollRequest{WorkerID: *hello.WorkerID, Queue: "default", TimeoutS: 20}
+	var empty strictwire.PollResponse
+	if raw := s.daemon(wire.PathPoll, poll).Body; strictwire.Decode(raw, &empty) != nil || len(empty.Commands) != 0 {
+		t.Fatalf("empty poll response: %+v\n%x", empty, raw)
+	}
+	var accepted operator.ExecAccepted
+	s.admin("POST", "/v1/admin/workers/"+*hello.WorkerID+"/exec", operator.ExecRequest{Command: "true"}, &accepted)
+	var got strictwire.PollResponse
+	raw = s.daemon(wire.PathPoll, poll).Body
+	if err := strictwire.Decode(raw, &got); err != nil || len(got.Commands) != 1 {
+		t.Fatalf("poll response with the exec: %v %+v\n%x", err, got, raw)
+	}
+	if _, err := strictwire.DecodeBody(got.Commands[0]); err != nil {
+		t.Fatalf("the exec's body: %v", err)
 	}
 }
