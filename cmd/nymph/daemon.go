@@ -209,7 +209,7 @@ func daemonMain(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, log *
 		Payloads:   payloads,
 
 		DeliveryPath: deliveryPath,
-		SetLogLevel: func(l string) { level.Set(parseLevel(l)) },
+		SetLogLevel:  func(l string) { level.Set(parseLevel(l)) },
 
 		// systemd's READY, STOPPING and watchdog, when it started the daemon.
 		Supervisor: newSupervisor(env.getenv, log),
