@@ -15,66 +15,73 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nymphd/nymph/hostio/planeserver"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
 
 // Handler serves presigned URLs: GET (and HEAD) for get URLs, PUT for put
 // URLs, and the download through a relay **(nymph)**: a POST with no body
 // whose wire.HeaderDownloadQuery holds the get URL's query, answered as
-// that GET. It expects the full path, wire.BlobPathPrefix included.
-func (s *Store) Handler() http.Handler { return http.HandlerFunc(s.serve) }
+// that GET (planeserver.DownloadByPost). It expects the full path,
+// wire.BlobPathPrefix included.
+func (s *Store) Handler() http.Handler {
+	download := planeserver.DownloadByPost(s.download)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			download(w, r)
+			return
+		}
+		s.serve(w, r)
+	})
+}
 
+// serve answers a presigned URL itself, whose query carries its
+// signature: a GET or HEAD (signed for GET) or a PUT. Any other method is
+// refused.
 func (s *Store) serve(w http.ResponseWriter, r *http.Request) {
-	method, query, status, msg := asked(r)
-	if status != 0 {
-		http.Error(w, msg, status)
+	var method string
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		method = http.MethodGet
+	case http.MethodPut:
+		method = http.MethodPut
+	default:
+		http.Error(w, "GET, PUT, or POST with "+wire.HeaderDownloadQuery+" only", http.StatusMethodNotAllowed)
 		return
 	}
-	blob, overwrite, status, msg := s.authorize(r, method, query)
+	blob, overwrite, status, msg := s.authorize(r, method, r.URL.RawQuery)
 	if status != 0 {
 		http.Error(w, msg, status)
 		return
 	}
 	switch method {
 	case http.MethodGet:
-		if r.Method == http.MethodPost {
-			// Served as the GET it stands for: the same answer, with no
-			// conditional or range semantics of its own.
-			g := r.WithContext(r.Context())
-			g.Method = http.MethodGet
-			r = g
-		}
 		s.get(w, r, blob)
 	case http.MethodPut:
 		s.put(w, r, blob, overwrite)
 	}
 }
 
-// asked returns the method a request's signature must be for and the
-// query that carries it: a GET or HEAD (GET) and a PUT carry it in their
-// URL; a POST is a download through a relay (docs/protocol.md, "Downloads
-// through a relay"), a GET whose query rides in wire.HeaderDownloadQuery,
-// and has no body and no query of its own. Any other method is refused.
-func asked(r *http.Request) (method, query string, status int, msg string) {
-	switch r.Method {
-	case http.MethodGet, http.MethodHead:
-		return http.MethodGet, r.URL.RawQuery, 0, ""
-	case http.MethodPut:
-		return http.MethodPut, r.URL.RawQuery, 0, ""
-	case http.MethodPost:
-	default:
-		return "", "", http.StatusMethodNotAllowed, "GET, PUT, or POST with " + wire.HeaderDownloadQuery + " only"
-	}
+// download answers a download through a relay (docs/protocol.md,
+// "Downloads through a relay"), r being the GET its POST stands for: the
+// get URL's query, its signature, rides in wire.HeaderDownloadQuery, since
+// a relay carries no query, and r has none of its own.
+func (s *Store) download(w http.ResponseWriter, r *http.Request) {
 	q := r.Header.Get(wire.HeaderDownloadQuery)
 	switch {
-	case r.ContentLength != 0:
-		return "", "", http.StatusBadRequest, "a download POST has no body"
 	case q == "":
-		return "", "", http.StatusBadRequest, "a download POST carries the get URL's query in " + wire.HeaderDownloadQuery
+		http.Error(w, "a download POST carries the get URL's query in "+wire.HeaderDownloadQuery, http.StatusBadRequest)
+		return
 	case r.URL.RawQuery != "" || r.URL.ForceQuery:
-		return "", "", http.StatusBadRequest, "a download POST carries its query in " + wire.HeaderDownloadQuery + " only"
+		http.Error(w, "a download POST carries its query in "+wire.HeaderDownloadQuery+" only", http.StatusBadRequest)
+		return
 	}
-	return http.MethodGet, q, 0, ""
+	blob, _, status, msg := s.authorize(r, http.MethodGet, q)
+	if status != 0 {
+		http.Error(w, msg, status)
+		return
+	}
+	s.get(w, r, blob)
 }
 
 // authorize checks path, expiry and the signature for method over query,

@@ -18,7 +18,7 @@
 // sees no output), and the driver adds their tails. Each run it starts gets
 // a runners.Tail, kept by invocation id until the run ends; sendPoll
 // fills every reported run's stdout_tail from it just before the
-// poll is encoded (tails.go). The tail is thus as fresh as the poll: one
+// poll is encoded (inflight.go). The tail is thus as fresh as the poll: one
 // per long-poll, never a poll more.
 package daemonloop
 
@@ -30,7 +30,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/nymphd/nymph/hostio/introspect"
@@ -193,15 +192,11 @@ type driver struct {
 	backoffUntil time.Time
 	runOutcomes  map[string]uint64
 
-	// tails holds the output of each run in flight, by invocation_id:
-	// added by startRun, dropped once the run ended, read by sendPoll.
-	// Each Tail is written by its runner.
-	tails runTails
-
-	// cancels stops one exec or run by its id (exec_id or invocation_id):
-	// each has a context of its own under work, for a cancel command.
-	cancelsMu sync.Mutex
-	cancels   map[string]context.CancelFunc
+	// inFlight holds each exec and run in flight, by kind and id: the
+	// cancel of its own context under work, for a cancel command, and a
+	// run's output (added by startRun, dropped once the run ended, read
+	// by sendPoll).
+	inFlight workInFlight
 
 	// otaFiles holds the verified binary of each downloaded update until
 	// the machine applies or discards it; helloSeen is true once
@@ -320,7 +315,6 @@ func newDriver(opt Options) *driver {
 		setups:      make(chan daemon.StartSetup, 256),
 		runOutcomes: map[string]uint64{},
 		otaFiles:    map[string]string{},
-		cancels:     map[string]context.CancelFunc{},
 	}
 	d.work, d.cancelWork = context.WithCancel(context.Background())
 	d.bg, d.cancelBg = context.WithCancel(context.Background())
@@ -415,7 +409,7 @@ func (d *driver) do(eff daemon.Effect) {
 	case daemon.PersistDelivery:
 		d.persistDelivery(e)
 	case daemon.CancelWork:
-		d.cancelOne(e.ExecID + e.InvocationID)
+		d.cancelOne(e)
 	case daemon.NotifyDraining:
 		d.notifyDraining(e)
 	case daemon.PostExecResult:
@@ -549,7 +543,7 @@ func (d *driver) sendHello(e daemon.SendHello) {
 
 func (d *driver) sendPoll(e daemon.SendPoll) {
 	req := e.Request
-	req.Invocations = d.tails.fill(req.Invocations)
+	req.Invocations = d.inFlight.fill(req.Invocations)
 	body, err := req.MarshalMsg(nil)
 	if err != nil {
 		d.feed(daemon.PollResult{Seq: e.Seq, Err: fmt.Errorf("daemonloop: encode poll: %w", err)})
@@ -658,7 +652,7 @@ func (p chunkPoster) PostChunk(ctx context.Context, url string, data []byte) err
 
 func (d *driver) startExec(e daemon.StartExec) {
 	d.log.Debug("exec start", "exec_id", e.Exec.ExecID, "command_id", e.CommandID)
-	ctx, done := d.workContext(e.Exec.ExecID)
+	ctx, _, done := d.inFlight.start(d.work, execKey(e.Exec.ExecID))
 	go func() {
 		defer done()
 		ex, unstage, err := d.stageExecPayload(ctx, e.Exec)
@@ -725,8 +719,8 @@ func (d *driver) payloadDir() string {
 func (d *driver) startRun(e daemon.StartRun) {
 	log := d.log.With("invocation_id", e.Run.InvocationID, "runner", e.Kind)
 	log.Info("run start")
-	ctx, done := d.workContext(e.Run.InvocationID)
-	tail := d.tails.add(e.Run.InvocationID)
+	key := runKey(e.Run.InvocationID)
+	ctx, tail, done := d.inFlight.start(d.work, key)
 	go func() {
 		defer done()
 		var o runners.Outcome
@@ -739,7 +733,7 @@ func (d *driver) startRun(e daemon.StartRun) {
 			o = d.executeRun(ctx, e, tail, log)
 		}
 		log.Info("run end", "state", o.State)
-		d.tails.drop(e.Run.InvocationID)
+		d.inFlight.ended(key)
 		d.feed(runDone{res: daemon.RunFinished{InvocationID: e.Run.InvocationID, State: o.State,
 			ResultBlob: o.ResultBlob, Error: o.Error}})
 	}()
@@ -767,33 +761,20 @@ func (d *driver) executeRun(ctx context.Context, e daemon.StartRun, tail *runner
 	return d.opt.Runners.Execute(ctx, x)
 }
 
-// workContext is the context of one exec or run, under work: a cancel
-// command stops it alone, CancelInFlight all of them. done forgets it.
-func (d *driver) workContext(id string) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(d.work)
-	d.cancelsMu.Lock()
-	d.cancels[id] = cancel
-	d.cancelsMu.Unlock()
-	return ctx, func() {
-		d.cancelsMu.Lock()
-		delete(d.cancels, id)
-		d.cancelsMu.Unlock()
-		cancel()
+// cancelOne stops the exec or run a CancelWork names; the runner stops it
+// as at the end of a drain's grace (its process group signalled, docker
+// stop, scancel, kubectl delete), and its end is reported as usual.
+func (d *driver) cancelOne(e daemon.CancelWork) {
+	key := runKey(e.InvocationID)
+	if e.ExecID != "" {
+		key = execKey(e.ExecID)
 	}
-}
-
-// cancelOne stops the exec or run id; the runner stops it as at the end
-// of a drain's grace (its process group signalled, docker stop, scancel,
-// kubectl delete), and its end is reported as usual.
-func (d *driver) cancelOne(id string) {
-	d.cancelsMu.Lock()
-	cancel := d.cancels[id]
-	d.cancelsMu.Unlock()
+	cancel := d.inFlight.cancelOf(key)
 	if cancel == nil {
-		d.log.Warn("cancel of work that already ended", "id", id)
+		d.log.Warn("cancel of work that already ended", "id", key.id)
 		return
 	}
-	d.log.Info("cancelling", "id", id)
+	d.log.Info("cancelling", "id", key.id)
 	cancel()
 }
 

@@ -29,7 +29,7 @@ func ThroughRelay(t transport.Transport, planeURL, token string) (transport.Tran
 	if (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
 		return nil, fmt.Errorf("daemonloop: [server] url %q: want http:// or https:// with a host (through a relay it names the control plane, whose log-sink URLs are mapped to relay endpoints)", planeURL)
 	}
-	r := relayed{t: t, plane: base, prefix: strings.TrimRight(base.EscapedPath(), "/")}
+	r := relayed{t: t, plane: base, paths: httpclient.NewRelayPaths(base)}
 	if token != "" {
 		r.bearer = "Bearer " + token
 	}
@@ -37,11 +37,9 @@ func ThroughRelay(t transport.Transport, planeURL, token string) (transport.Tran
 }
 
 type relayed struct {
-	t     transport.Transport
-	plane *url.URL
-	// prefix is the plane URL's path without its trailing slash: a
-	// control-plane URL is prefix + endpoint.
-	prefix string
+	t      transport.Transport
+	plane  *url.URL
+	paths  httpclient.RelayPaths
 	bearer string
 }
 
@@ -73,7 +71,9 @@ func isURL(endpoint string) bool {
 }
 
 // endpointOf maps a URL on the control plane's origin, under its path, to
-// the endpoint path a relay envelope carries.
+// the endpoint path a relay envelope carries (httpclient.RelayPaths). A
+// relay forwards a path only, so a URL with a query or fragment is refused
+// rather than sent without them, somewhere else.
 func (r relayed) endpointOf(raw string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -82,19 +82,14 @@ func (r relayed) endpointOf(raw string) (string, error) {
 	if u.Scheme == "" { // scheme-relative: the control plane's scheme
 		u.Scheme = r.plane.Scheme
 	}
-	if !httpclient.SameOrigin(u, r.plane) {
-		return "", fmt.Errorf("daemonloop: through a relay: %s is not on the control plane's origin %s ([server] url), and a relay carries requests to the control plane only; nothing was sent",
-			u.Redacted(), origin(r.plane))
-	}
-	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+	// A URL off the origin is refused as that, naming both origins, even
+	// with a query: the origin is what tells a user where it went wrong.
+	if httpclient.SameOrigin(u, r.plane) && (u.RawQuery != "" || u.ForceQuery || u.Fragment != "") {
 		return "", fmt.Errorf("daemonloop: through a relay: %s: a relay endpoint carries no query or fragment; nothing was sent", u.Redacted())
 	}
-	path := u.EscapedPath()
-	if !strings.HasPrefix(path, r.prefix+"/") {
-		return "", fmt.Errorf("daemonloop: through a relay: %s is outside the control plane's path %q ([server] url); nothing was sent",
-			u.Redacted(), r.prefix+"/")
+	path, err := r.paths.Endpoint(u)
+	if err != nil {
+		return "", fmt.Errorf("daemonloop: through a relay: %s is %w; nothing was sent", u.Redacted(), err)
 	}
-	return path[len(r.prefix):], nil
+	return path, nil
 }
-
-func origin(u *url.URL) string { return strings.ToLower(u.Scheme) + "://" + u.Host }

@@ -37,10 +37,8 @@ const MaxRelayedDownload = frame.MaxPayload - 1024
 type Downloads struct {
 	own, public *http.Client
 	origin      *url.URL
-	// prefix is origin's path without its trailing slash: a URL under it
-	// is prefix + the endpoint a relay is given.
-	prefix string
-	relay  transport.Transport
+	paths       RelayPaths
+	relay       transport.Transport
 }
 
 // NewDownloads builds the clients for the control plane at serverURL,
@@ -58,8 +56,7 @@ func NewDownloads(serverURL, caFile string) (*Downloads, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Downloads{own: own, public: public, origin: origin,
-		prefix: strings.TrimRight(origin.EscapedPath(), "/")}, nil
+	return &Downloads{own: own, public: public, origin: origin, paths: NewRelayPaths(origin)}, nil
 }
 
 // Through makes d fetch through tr, the transport of a daemon behind a
@@ -132,9 +129,9 @@ func (d *Downloads) Get(ctx context.Context, rawURL string, headers map[string]s
 
 // getRelayed is Get through the relay's transport.
 func (d *Downloads) getRelayed(ctx context.Context, target *url.URL, headers map[string]string, limit int64) (io.ReadCloser, int64, error) {
-	endpoint, err := d.endpointOf(target)
+	endpoint, err := d.paths.Endpoint(target)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, fmt.Errorf("download %s: %w; nothing was sent", redacted(target), err)
 	}
 	what := "POST " + endpoint + " through the relay (download of " + redacted(target) + ")"
 	req := &transport.Request{Endpoint: endpoint, Headers: make(map[string]string, len(headers)+1), Lane: transport.LaneControl}
@@ -178,21 +175,6 @@ func (d *Downloads) getRelayed(ctx context.Context, target *url.URL, headers map
 		return nil, 0, fmt.Errorf("%s: %d bytes, over the %d-byte limit", what, n, limit)
 	}
 	return io.NopCloser(bytes.NewReader(resp.Body)), int64(len(resp.Body)), nil
-}
-
-// endpointOf maps a URL on the control plane's origin, under its path, to
-// the endpoint path a relay envelope carries (as daemonloop.ThroughRelay
-// maps a log sink's URL); any other URL is refused.
-func (d *Downloads) endpointOf(target *url.URL) (string, error) {
-	if !SameOrigin(target, d.origin) {
-		return "", fmt.Errorf("download %s: not on the control plane's origin %s://%s ([server] url), and a relay carries requests to the control plane only; nothing was sent",
-			redacted(target), strings.ToLower(d.origin.Scheme), d.origin.Host)
-	}
-	path := target.EscapedPath()
-	if !strings.HasPrefix(path, d.prefix+"/") {
-		return "", fmt.Errorf("download %s: outside the control plane's path %q ([server] url); nothing was sent", redacted(target), d.prefix+"/")
-	}
-	return path[len(d.prefix):], nil
 }
 
 // SameOrigin reports whether a and b have one origin: scheme, host and

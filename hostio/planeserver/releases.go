@@ -19,23 +19,14 @@ import (
 // directory. No credential is asked for: a release is a public artefact,
 // and a daemon checks it by the sha256 its authenticated poll carried
 // (hostio/selfupdate sends none, to any host). A POST with no body is
-// answered as the GET: it is how a daemon behind a relay downloads
-// (docs/protocol.md, "Downloads through a relay"), and the credentials a
-// relay adds are not looked at.
+// answered as the GET (DownloadByPost): it is how a daemon behind a relay
+// downloads, and the credentials a relay adds are not looked at.
 func (s *Server) releaseRoutes(m *http.ServeMux) {
 	if s.cfg.Releases == "" {
 		return
 	}
 	m.HandleFunc("GET "+operator.PathRelease, s.release)
-	m.HandleFunc("POST "+operator.PathRelease, func(w http.ResponseWriter, r *http.Request) {
-		if r.ContentLength != 0 {
-			http.Error(w, "a download POST has no body", http.StatusBadRequest)
-			return
-		}
-		g := r.WithContext(r.Context())
-		g.Method = http.MethodGet
-		s.release(w, g)
-	})
+	m.HandleFunc("POST "+operator.PathRelease, DownloadByPost(s.release))
 }
 
 // releaseSums reads the releases directory's SHA256SUMS.

@@ -2,10 +2,12 @@ package planeserver
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nymphd/nymph/wirecore/operator"
 )
@@ -34,5 +36,43 @@ func TestReleaseByPost(t *testing.T) {
 	}
 	if st, _ := post("nymph-linux-amd64-1.2.0", "x"); st != 400 {
 		t.Errorf("POST with a body: %d, want 400", st)
+	}
+}
+
+// DownloadByPost hands get a GET, so a conditional header means what it
+// means for a GET (a 304 here, where a POST would get the body), leaves
+// the caller's request a POST, and refuses a POST with a body.
+func TestDownloadByPostIsAGet(t *testing.T) {
+	modified := time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)
+	var method string
+	h := DownloadByPost(func(w http.ResponseWriter, r *http.Request) {
+		method = r.Method
+		http.ServeContent(w, r, "", modified, strings.NewReader("the bytes"))
+	})
+
+	req := httptest.NewRequest(http.MethodPost, "/v1/releases/x", nil)
+	w := httptest.NewRecorder()
+	h(w, req)
+	if w.Code != http.StatusOK || w.Body.String() != "the bytes" || method != http.MethodGet || req.Method != http.MethodPost {
+		t.Errorf("POST: %d %q, handler saw %s, caller's request now %s", w.Code, w.Body, method, req.Method)
+	}
+
+	req = httptest.NewRequest(http.MethodPost, "/v1/releases/x", nil)
+	req.Header.Set("If-Modified-Since", modified.Format(http.TimeFormat))
+	w = httptest.NewRecorder()
+	h(w, req)
+	if w.Code != http.StatusNotModified {
+		t.Errorf("POST with If-Modified-Since: %d, want the GET's 304", w.Code)
+	}
+
+	for _, length := range []int64{1, -1} {
+		method = ""
+		req = httptest.NewRequest(http.MethodPost, "/v1/releases/x", strings.NewReader("x"))
+		req.ContentLength = length
+		w = httptest.NewRecorder()
+		h(w, req)
+		if w.Code != http.StatusBadRequest || method != "" {
+			t.Errorf("POST with a body of length %d: %d, handler called: %v", length, w.Code, method != "")
+		}
 	}
 }
