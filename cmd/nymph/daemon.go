@@ -354,14 +354,16 @@ func newLeveledLogger(w io.Writer, c daemonconfig.Log, lv *slog.LevelVar) *slog.
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// parseLevel maps a configured level to slog's; anything else is info.
+// parseLevel maps a level name ([log] level, or the plane's live
+// log.level) to slog's; anything else is info.
 func parseLevel(s string) slog.Level {
-	switch strings.ToLower(s) {
-	case "debug":
+	l, _ := wire.ParseFileLogLevel(s)
+	switch l {
+	case wire.LogDebug:
 		return slog.LevelDebug
-	case "warn", "warning":
+	case wire.LogWarn:
 		return slog.LevelWarn
-	case "error":
+	case wire.LogError:
 		return slog.LevelError
 	}
 	return slog.LevelInfo

@@ -331,7 +331,7 @@ func (c *Config) Validate() error {
 	if c.Poll.WaitMaxS <= 0 {
 		bad("poll.wait_max_s = %v: want > 0", c.Poll.WaitMaxS)
 	}
-	if c.Poll.RetryMinS <= 0 || c.Poll.RetryMaxS < c.Poll.RetryMinS {
+	if c.Poll.RetryMinS <= 0 || !wire.RetryBoundsOrdered(c.Poll.RetryMinS, c.Poll.RetryMaxS) {
 		bad("poll.retry_min_s = %v, poll.retry_max_s = %v: want 0 < min <= max", c.Poll.RetryMinS, c.Poll.RetryMaxS)
 	}
 	if c.Mounts.CacheMaxBytes <= 0 {
@@ -345,10 +345,8 @@ func (c *Config) Validate() error {
 	default:
 		bad("log.format = %q: want text or json", c.Log.Format)
 	}
-	switch strings.ToLower(c.Log.Level) {
-	case "debug", "info", "warn", "warning", "error":
-	default:
-		bad("log.level = %q: want debug, info, warn or error", c.Log.Level)
+	if _, ok := wire.ParseFileLogLevel(c.Log.Level); !ok {
+		bad("log.level = %q: want %s", c.Log.Level, wire.LogLevelChoices)
 	}
 	for _, t := range c.Daemon.Tags {
 		if k, _, ok := strings.Cut(t, "="); !ok || k == "" {

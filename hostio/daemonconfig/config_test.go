@@ -103,6 +103,18 @@ level = "debug"
 		{name: "bad transport", file: "[server]\ntransport = \"pigeon\"\n", err: `server.transport = "pigeon"`},
 		{name: "fifo needs relay_dir", file: "[server]\ntransport = \"fifo\"\n", err: "server.relay_dir is required"},
 		{name: "retry bounds", file: "[poll]\nretry_min_s = 10\nretry_max_s = 5\n", err: "poll.retry_min_s"},
+		{
+			name: "equal retry bounds",
+			file: "[poll]\nretry_min_s = 5\nretry_max_s = 5\n",
+			edit: func(c *Config) { c.Poll.RetryMinS, c.Poll.RetryMaxS = 5, 5 },
+		},
+		{
+			// The file's alias, kept as written: the logger maps it.
+			name: "log level alias",
+			file: "[log]\nlevel = \"WARNING\"\n",
+			edit: func(c *Config) { c.Log.Level = "WARNING" },
+		},
+		{name: "unknown log level", file: "[log]\nlevel = \"trace\"\n", err: `log.level = "trace": want debug, info, warn or error`},
 		{name: "empty container entry", file: "[runtime]\ncontainer_entry = []\n", err: "runtime.container_entry is empty"},
 		{name: "keep alive below -1", file: "[runtime]\nkeep_alive_s = -2\n", err: "runtime.keep_alive_s"},
 		{name: "syntax error has a position", file: "[server\nurl = 1\n", err: "/etc/x.toml:1:"},

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nymphd/nymph/hostio/httpclient"
+	"github.com/nymphd/nymph/wirecore/daemon"
 	"github.com/nymphd/nymph/wirecore/ulid"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
@@ -35,7 +36,8 @@ const (
 const PreviousSuffix = ".previous"
 
 // ErrSameVersion is an update to the running version: nothing is done.
-var ErrSameVersion = errors.New("selfupdate: the update is to the running version")
+// It wraps daemon.ErrOTASameVersion.
+var ErrSameVersion = fmt.Errorf("selfupdate: %w", daemon.ErrOTASameVersion)
 
 // Options configure an Updater. Running and ServerURL are required.
 type Options struct {
@@ -138,17 +140,19 @@ func Executable() (string, error) {
 }
 
 // Check refuses an update that must not be fetched: any on a system that
-// cannot apply one (Windows), a sha256 that is not 64 hex characters, no
-// url, or the running version (ErrSameVersion).
+// cannot apply one (Windows), one the daemon's own rule refuses
+// (daemon.CheckOTA: a sha256 that is not 64 hex characters, or the
+// running version, ErrSameVersion), no version or no url.
 func (u *Updater) Check(up wire.OTAUpdate) error {
 	if err := supported(); err != nil {
 		return err
 	}
+	err := daemon.CheckOTA(up, u.opt.Running)
 	switch {
-	case !wire.ValidSHA256(up.SHA256):
-		return fmt.Errorf("selfupdate: sha256 %q is not 64 hex characters", up.SHA256)
-	case up.Version == u.opt.Running:
+	case errors.Is(err, daemon.ErrOTASameVersion):
 		return ErrSameVersion
+	case err != nil:
+		return refusal(up, err)
 	case up.Version == "":
 		return errors.New("selfupdate: version is empty")
 	case up.URL == "":
@@ -197,7 +201,7 @@ func (u *Updater) Commit(version, tmp string) error {
 // returns its path once its sha256 is up.SHA256.
 func (u *Updater) Fetch(ctx context.Context, up wire.OTAUpdate) (string, error) {
 	if !wire.ValidSHA256(up.SHA256) {
-		return "", fmt.Errorf("selfupdate: sha256 %q is not 64 hex characters", up.SHA256)
+		return "", refusal(up, daemon.ErrOTASHA256)
 	}
 	target, err := httpclient.CheckURL("selfupdate: ota_update", up.URL)
 	if err != nil {
@@ -234,6 +238,14 @@ func (u *Updater) Fetch(ctx context.Context, up wire.OTAUpdate) (string, error) 
 		return "", fmt.Errorf("selfupdate: %s has sha256 %s, not %s: refused", target.Redacted(), sum, strings.ToLower(up.SHA256))
 	}
 	return tmp, nil
+}
+
+// refusal is why up is not fetched, with the value that broke the rule.
+func refusal(up wire.OTAUpdate, err error) error {
+	if errors.Is(err, daemon.ErrOTASHA256) {
+		return fmt.Errorf("selfupdate: %w: %q", err, up.SHA256)
+	}
+	return fmt.Errorf("selfupdate: %w", err)
 }
 
 // copyHashed copies at most limit bytes of r to w and returns their

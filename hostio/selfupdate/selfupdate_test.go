@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nymphd/nymph/wirecore/daemon"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
 
@@ -97,13 +98,15 @@ func TestCheckRefusesBeforeAnyDownload(t *testing.T) {
 		"non-hex sha": {Version: "2", URL: f.srv.URL + "/bin", SHA256: strings.Repeat("g", 64)},
 		"65 chars":    {Version: "2", URL: f.srv.URL + "/bin", SHA256: strings.Repeat("a", 65)},
 	} {
-		if err := u.Apply(context.Background(), up); err == nil || !strings.Contains(err.Error(), "64 hex") {
-			t.Errorf("%s: Apply = %v, want a refusal naming 64 hex", name, err)
+		// The daemon's own rule (daemon.CheckOTA), so the machine and the
+		// updater refuse the same commands.
+		if err := u.Apply(context.Background(), up); !errors.Is(err, daemon.ErrOTASHA256) || !strings.Contains(err.Error(), "64 hex") {
+			t.Errorf("%s: Apply = %v, want daemon.ErrOTASHA256, naming 64 hex", name, err)
 		}
 	}
 	err := u.Apply(context.Background(), wire.OTAUpdate{Version: "1.0.0", URL: f.srv.URL + "/bin", SHA256: sum(f.body)})
-	if !errors.Is(err, ErrSameVersion) {
-		t.Errorf("same version: Apply = %v, want ErrSameVersion", err)
+	if !errors.Is(err, ErrSameVersion) || !errors.Is(err, daemon.ErrOTASameVersion) {
+		t.Errorf("same version: Apply = %v, want ErrSameVersion (daemon.ErrOTASameVersion)", err)
 	}
 	if n := f.gets.Load(); n != 0 {
 		t.Errorf("%d downloads, want none", n)

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -175,16 +176,19 @@ func (m *Machine) offers(kind string) bool {
 	})
 }
 
+// otaUpdate asks for the download of an update CheckOTA passes, one at a
+// time; a draining daemon takes none.
 func (m *Machine) otaUpdate(c wire.OTAUpdateCommand) {
 	u := c.Body
+	refused := CheckOTA(u, m.cfg.DaemonVersion)
 	switch {
 	case m.draining:
 		m.skip(c.ID, c.CommandKind(), "daemon is draining")
-	case !wire.ValidSHA256(u.SHA256):
-		m.skip(c.ID, c.CommandKind(), "sha256 is not 64 hex characters")
-	case u.Version == m.cfg.DaemonVersion:
+	case errors.Is(refused, ErrOTASameVersion):
 		m.log(slog.LevelInfo, "ota_update to the running version: nothing to do",
 			slog.String("command_id", c.ID), slog.String("version", u.Version))
+	case refused != nil:
+		m.skip(c.ID, c.CommandKind(), refused.Error())
 	case m.fetchingOTA != "":
 		m.skip(c.ID, c.CommandKind(), "another update is downloading")
 	default:

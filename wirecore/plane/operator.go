@@ -356,7 +356,7 @@ func (p *Plane) onSetConfig(now time.Time, e SetConfig) {
 	if lo, hi := next[wire.ConfigRetryMinS], next[wire.ConfigRetryMaxS]; lo != "" && hi != "" {
 		a, _ := wire.ParseLiveConfig(wire.ConfigRetryMinS, lo)
 		b, _ := wire.ParseLiveConfig(wire.ConfigRetryMaxS, hi)
-		if a.Number > b.Number {
+		if !wire.RetryBoundsOrdered(a.Number, b.Number) {
 			p.opError(e.Req, StatusBadRequest, "config: %s = %s is over %s = %s", wire.ConfigRetryMinS, lo, wire.ConfigRetryMaxS, hi)
 			return
 		}

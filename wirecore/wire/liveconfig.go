@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -21,7 +20,7 @@ const (
 	ConfigRetryMinS      = "poll.retry_min_s"        // number of seconds > 0
 	ConfigRetryMaxS      = "poll.retry_max_s"        // number of seconds > 0
 	ConfigMaxInvocations = "runtime.max_invocations" // integer >= 0 (0: unbounded)
-	ConfigLogLevel       = "log.level"               // debug, info, warn or error
+	ConfigLogLevel       = "log.level"               // a LogLevel's canonical name
 )
 
 // ConfigGeneration is the key, always present in a live configuration the
@@ -36,6 +35,17 @@ var LiveConfigKeys = [...]string{ConfigLogLevel, ConfigWaitMaxS, ConfigRetryMaxS
 
 // MaxLiveConfigSeconds bounds a number of seconds a plane may set: a day.
 const MaxLiveConfigSeconds = 86400
+
+// RetryBoundsOrdered reports whether poll.retry_min_s (ConfigRetryMinS)
+// and poll.retry_max_s (ConfigRetryMaxS) make a backoff: it starts at the
+// minimum and doubles up to the maximum, so a minimum over the maximum
+// would cap the backoff below its first wait. A plane refuses a live configuration that breaks it, a
+// daemon a config file that does. Each value's own range is checked apart
+// (ParseLiveConfig, the config file's validation), so a NaN passes here
+// rather than being refused twice.
+func RetryBoundsOrdered(minS, maxS float64) bool {
+	return !(minS > maxS)
+}
 
 // LiveValue is one live configuration value: a number or a level.
 type LiveValue struct {
@@ -60,11 +70,11 @@ func ParseLiveConfig(key, value string) (LiveValue, error) {
 		}
 		return LiveValue{Number: float64(n)}, nil
 	case ConfigLogLevel:
-		l := strings.ToLower(value)
-		if !slices.Contains([]string{"debug", "info", "warn", "error"}, l) {
-			return LiveValue{}, fmt.Errorf("%s = %q: want debug, info, warn or error", key, value)
+		l, ok := ParseLogLevel(value)
+		if !ok {
+			return LiveValue{}, fmt.Errorf("%s = %q: want %s", key, value, LogLevelChoices)
 		}
-		return LiveValue{Level: l}, nil
+		return LiveValue{Level: string(l)}, nil
 	}
 	return LiveValue{}, fmt.Errorf("unknown live config key %q: want one of %s", key, strings.Join(LiveConfigKeys[:], ", "))
 }
