@@ -431,8 +431,7 @@ type RefreshCapabilities struct {
 	CommandID string
 }
 
-// StartOTA: download and verify Update (its sha256 is already checked to
-// be 64 hex characters and its version differs from the running one),
+// StartOTA: download and verify Update (it has already passed CheckOTA),
 // keeping the verified binary aside, and feed back OTAFetched. The daemon
 // keeps working meanwhile. A driver without OTA support logs and ignores
 // it (nothing is fed back).
@@ -441,8 +440,8 @@ type StartOTA struct {
 	Update    wire.OTAUpdate
 }
 
-// SetLogLevel: log from now on at Level (debug, info, warn or error), as
-// the plane's live configuration says (extension wire.ExtConfig).
+// SetLogLevel: log from now on at Level, a wire.LogLevel's canonical name,
+// as the plane's live configuration says (extension wire.ExtConfig).
 type SetLogLevel struct {
 	Level string
 }
