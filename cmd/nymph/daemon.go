@@ -282,7 +282,7 @@ func hostMachine(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, keep
 		Tags: tags, Lanes: cfg.Daemon.Lanes, Runners: kinds, Workdir: cfg.Runtime.Workdir,
 		Versions: probed.Versions, DaemonVersion: Version, DefaultRunner: cfg.Runtime.DefaultRunner,
 		Extensions: announcedExtensions(cfg),
-		LogLevel:   strings.ToLower(cfg.Log.Level),
+		LogLevel:   machineLogLevel(cfg.Log.Level),
 		Queue:      cfg.Daemon.Queue, WaitMaxS: cfg.Poll.WaitMaxS, RetryMinS: cfg.Poll.RetryMinS,
 		RetryMaxS: cfg.Poll.RetryMaxS, MaxInvocations: cfg.Runtime.MaxInvocations,
 		KeepAliveS: cfg.Runtime.KeepAliveS, GraceS: cfg.Shutdown.GraceS,
@@ -356,6 +356,16 @@ func newLeveledLogger(w io.Writer, c daemonconfig.Log, lv *slog.LevelVar) *slog.
 
 // parseLevel maps a level name ([log] level, or the plane's live
 // log.level) to slog's; anything else is info.
+// machineLogLevel is the file's level as the machine compares live
+// levels with it: canonical, so a file's "warning" and a live "warn" are
+// the same level, not a change.
+func machineLogLevel(name string) string {
+	if l, ok := wire.ParseFileLogLevel(name); ok {
+		return string(l)
+	}
+	return strings.ToLower(name)
+}
+
 func parseLevel(s string) slog.Level {
 	l, _ := wire.ParseFileLogLevel(s)
 	switch l {

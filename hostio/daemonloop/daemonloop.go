@@ -120,8 +120,8 @@ type Options struct {
 	// which ExecOptions.DefaultWorkdir names.
 	Payloads   PayloadFetcher
 	PayloadDir string
-	// SetLogLevel, when set, carries out the plane's live log level
-	// ("debug", "info", "warn", "error"); nil logs and ignores it.
+	// SetLogLevel, when set, carries out the plane's live log level (a
+	// wire.LogLevel's canonical name); nil logs and ignores it.
 	SetLogLevel func(level string)
 	// DeliveryPath is where PersistDelivery is written (DeliveryFile in
 	// the workdir); empty keeps nothing across a restart.

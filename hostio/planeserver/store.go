@@ -84,8 +84,9 @@ type Presign struct {
 // time the URL's expiry counts from. The response's URL is absolute and
 // points under BlobPathPrefix on this server.
 //
-// Handler serves the signed URLs (GET and PUT), checking signature and
-// expiry itself; requests reach it without any bearer check.
+// Handler serves the signed URLs (GET and PUT, and a get URL's download
+// by POST through a relay, DownloadByPost), checking signature and expiry
+// itself; requests reach it without any bearer check.
 type BlobStore interface {
 	Presign(p Presign, now time.Time) (wire.PresignResponse, error)
 	Handler() http.Handler
