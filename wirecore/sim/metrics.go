@@ -21,7 +21,7 @@ type metrics struct {
 }
 
 type counters struct {
-	routes    [routeCount]uint64
+	routes    [RouteCount]uint64
 	refused   uint64
 	lost      uint64
 	started   uint64
@@ -32,10 +32,23 @@ type counters struct {
 	persists  uint64
 }
 
+// backoffBounds are the upper bounds of the backoff wait buckets of a
+// Row (the last bucket, Backoff[len(backoffBounds)], is everything
+// longer); the CSV's column names are made from them.
+var backoffBounds = [...]time.Duration{2 * time.Second, 5 * time.Second, 15 * time.Second, 30 * time.Second, 60 * time.Second}
+
 // BackoffBuckets are the upper bounds of the backoff wait buckets of a
 // Row (the last bucket is everything longer).
-func BackoffBuckets() []time.Duration {
-	return []time.Duration{2 * time.Second, 5 * time.Second, 15 * time.Second, 30 * time.Second, 60 * time.Second}
+func BackoffBuckets() []time.Duration { return backoffBounds[:] }
+
+// backoffBucket is the bucket of a wait of ns.
+func backoffBucket(ns int64) int {
+	for j, ub := range backoffBounds {
+		if ns < int64(ub) {
+			return j
+		}
+	}
+	return len(backoffBounds)
 }
 
 // Row is one sample of the time series: rates over the window that ends
@@ -55,7 +68,7 @@ type Row struct {
 	// Daemons in backoff, and by the length of the wait they drew
 	// (BackoffBuckets).
 	InBackoff int
-	Backoff   [6]int
+	Backoff   [len(backoffBounds) + 1]int
 	// Daemons by state.
 	Polling, Hibernating, Exited int
 }
@@ -71,7 +84,8 @@ type Summary struct {
 	Duration time.Duration
 	Events   uint64
 
-	Requests                        [routeCount]uint64
+	// Requests that reached the plane, by Route.
+	Requests                        [RouteCount]uint64
 	Refused, Lost                   uint64
 	PeakRate                        float64 // requests/s, the highest Row
 	PeakAt                          time.Duration
@@ -107,11 +121,11 @@ func (s *Sim) sample() {
 	slices.Sort(m.latencies)
 	row := Row{
 		T:           time.Duration(s.now),
-		Hello:       rate(m.routes[routeHello], m.last.routes[routeHello]),
-		Poll:        rate(m.routes[routePoll], m.last.routes[routePoll]),
-		Result:      rate(m.routes[routeResult], m.last.routes[routeResult]),
-		Ack:         rate(m.routes[routeAck], m.last.routes[routeAck]),
-		Notify:      rate(m.routes[routeNotify], m.last.routes[routeNotify]),
+		Hello:       rate(m.routes[RouteHello], m.last.routes[RouteHello]),
+		Poll:        rate(m.routes[RoutePoll], m.last.routes[RoutePoll]),
+		Result:      rate(m.routes[RouteResult], m.last.routes[RouteResult]),
+		Ack:         rate(m.routes[RouteAck], m.last.routes[RouteAck]),
+		Notify:      rate(m.routes[RouteNotify], m.last.routes[RouteNotify]),
 		Refused:     rate(m.refused, m.last.refused),
 		Lost:        rate(m.lost, m.last.lost),
 		Parked:      s.parkedPolls(),
@@ -121,20 +135,12 @@ func (s *Sim) sample() {
 		Started:     m.started - m.last.started,
 		Completed:   m.completed - m.last.completed,
 	}
-	bounds := BackoffBuckets()
 	for i := range s.nodes {
 		n := &s.nodes[i]
 		switch n.state {
 		case stBackoff:
 			row.InBackoff++
-			b := len(bounds)
-			for j, ub := range bounds {
-				if n.backoffWait < int64(ub) {
-					b = j
-					break
-				}
-			}
-			row.Backoff[b]++
+			row.Backoff[backoffBucket(n.backoffWait)]++
 		case stPolling:
 			row.Polling++
 		case stHibernating:
@@ -179,16 +185,25 @@ func (s *Sim) result() Result {
 }
 
 // CSVHeader names the columns WriteCSV writes.
-const CSVHeader = "t_s,requests_s,hello_s,poll_s,result_s,ack_s,notify_s,refused_s,lost_s," +
-	"parked,queue_depth,dispatch_p50_ms,dispatch_p99_ms,execs_started,execs_completed," +
-	"in_backoff,backoff_lt2s,backoff_2_5s,backoff_5_15s,backoff_15_30s,backoff_30_60s,backoff_ge60s," +
-	"polling,hibernating,exited"
+func CSVHeader() string {
+	h := "t_s,requests_s,hello_s,poll_s,result_s,ack_s,notify_s,refused_s,lost_s," +
+		"parked,queue_depth,dispatch_p50_ms,dispatch_p99_ms,execs_started,execs_completed,in_backoff,"
+	secs := func(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) }
+	for j, ub := range backoffBounds {
+		if j == 0 {
+			h += "backoff_lt" + secs(ub) + "s,"
+		} else {
+			h += "backoff_" + secs(backoffBounds[j-1]) + "_" + secs(ub) + "s,"
+		}
+	}
+	return h + "backoff_ge" + secs(backoffBounds[len(backoffBounds)-1]) + "s,polling,hibernating,exited"
+}
 
 // WriteCSV writes the time series, one Row a line. Numbers are formatted
 // with fixed precision, so the bytes depend on the figures alone.
 func (r Result) WriteCSV(w io.Writer) error {
 	buf := make([]byte, 0, 64*1024)
-	buf = append(buf, CSVHeader...)
+	buf = append(buf, CSVHeader()...)
 	buf = append(buf, '\n')
 	f := func(v float64, prec int) { buf = strconv.AppendFloat(buf, v, 'f', prec, 64); buf = append(buf, ',') }
 	n := func(v int64) { buf = strconv.AppendInt(buf, v, 10); buf = append(buf, ',') }
@@ -248,7 +263,7 @@ func (r Result) WriteSummary(w io.Writer) error {
 		{"virtual time", s.Duration.String()},
 		{"events", strconv.FormatUint(s.Events, 10)},
 		{"requests hello/poll/result/ack/notify", fmt.Sprintf("%d / %d / %d / %d / %d",
-			s.Requests[routeHello], s.Requests[routePoll], s.Requests[routeResult], s.Requests[routeAck], s.Requests[routeNotify])},
+			s.Requests[RouteHello], s.Requests[RoutePoll], s.Requests[RouteResult], s.Requests[RouteAck], s.Requests[RouteNotify])},
 		{"requests refused / lost", fmt.Sprintf("%d / %d", s.Refused, s.Lost)},
 		{"plane requests/s mean", strconv.FormatFloat(s.MeanRate, 'f', 1, 64)},
 		{"plane requests/s peak", fmt.Sprintf("%.1f at %s", s.PeakRate, s.PeakAt)},

@@ -31,15 +31,17 @@ const (
 	errCancelled = netError("context canceled")
 )
 
-type route uint8
+// Route is a daemon request's kind, as Summary.Requests counts them.
+type Route uint8
 
+// The routes; RouteCount is their number.
 const (
-	routeHello route = iota
-	routePoll
-	routeResult
-	routeAck
-	routeNotify // a draining poll on the control lane: its end is all the daemon hears
-	routeCount
+	RouteHello Route = iota
+	RoutePoll
+	RouteResult
+	RouteAck
+	RouteNotify // a draining poll on the control lane: its end is all the daemon hears
+	RouteCount
 )
 
 // opBit marks the RequestIDs of operator requests, which are answered
@@ -54,7 +56,7 @@ type request struct {
 	id    plane.RequestID // 0 while the slot is free
 	gen   uint32
 	d     int32
-	route route
+	route Route
 	// cut: the daemon withdrew the request (CancelPoll without
 	// KeepReply); an answer that still comes is undelivered.
 	cut        bool
@@ -492,7 +494,7 @@ func (s *Sim) cut(d int32) (cut, refuse bool) {
 // open takes a slot for a request of daemon d; its body, built with the
 // slot's id (so the plane is stepped with it as it is, not a renamed
 // copy), goes in before send.
-func (s *Sim) open(d int32, rt route, wait int64) *request {
+func (s *Sim) open(d int32, rt Route, wait int64) *request {
 	r := s.alloc()
 	r.d, r.route, r.sentAt, r.wait = d, rt, s.now, wait
 	return r
@@ -586,7 +588,7 @@ func (s *Sim) delivered(r *request) {
 // feed gives the daemon the outcome of r (its reply, or r.err).
 func (s *Sim) feed(r *request) {
 	r.daemonDone = true
-	d, hello := r.d, r.route == routeHello
+	d, hello := r.d, r.route == RouteHello
 	ev := s.outcome(r)
 	s.release(r)
 	if ev != nil {
@@ -614,7 +616,7 @@ func (s *Sim) outcome(r *request) daemon.Event {
 	}
 	retryAfter := time.Duration(rep.RetryAfterS) * time.Second
 	switch r.route {
-	case routeHello:
+	case RouteHello:
 		if err != nil {
 			return daemon.HelloResult{Err: err}
 		}
@@ -623,7 +625,7 @@ func (s *Sim) outcome(r *request) daemon.Event {
 			res.Response = &body
 		}
 		return res
-	case routePoll:
+	case RoutePoll:
 		s.dropPoll(&s.nodes[r.d], r.seq)
 		if err != nil {
 			return daemon.PollResult{Seq: r.seq, Err: err}
@@ -636,11 +638,11 @@ func (s *Sim) outcome(r *request) daemon.Event {
 			res.Response = &s.pollResp
 		}
 		return res
-	case routeResult:
+	case RouteResult:
 		return daemon.ResultPosted{ExecID: r.key, Status: rep.Status, Err: err}
-	case routeAck:
+	case RouteAck:
 		return daemon.AckPosted{InvocationID: r.key, Status: rep.Status, Err: err}
-	case routeNotify:
+	case RouteNotify:
 		return daemon.DrainNoticed{}
 	}
 	return nil
@@ -688,11 +690,11 @@ func (s *Sim) stepDaemon(d int32, ev daemon.Event) {
 	for _, eff := range effs {
 		switch e := eff.(type) {
 		case daemon.SendHello:
-			r := s.open(d, routeHello, 0)
+			r := s.open(d, RouteHello, 0)
 			r.body = plane.Hello{Req: r.id, Body: e.Request, Auth: bearer()}
 			s.send(r)
 		case daemon.SendPoll:
-			r := s.open(d, routePoll, int64(float64(e.Request.TimeoutS)*float64(time.Second)))
+			r := s.open(d, RoutePoll, int64(float64(e.Request.TimeoutS)*float64(time.Second)))
 			r.body = plane.Poll{Req: r.id, Body: e.Request, Auth: bearer()}
 			r.seq = e.Seq
 			n.polls.add(pollRef{seq: e.Seq, req: r.id})
@@ -700,16 +702,16 @@ func (s *Sim) stepDaemon(d int32, ev daemon.Event) {
 		case daemon.CancelPoll:
 			s.cancelPoll(n, e)
 		case daemon.NotifyDraining:
-			r := s.open(d, routeNotify, 0)
+			r := s.open(d, RouteNotify, 0)
 			r.body = plane.Poll{Req: r.id, Body: e.Request, Auth: bearer()}
 			s.send(r)
 		case daemon.PostExecResult:
-			r := s.open(d, routeResult, 0)
+			r := s.open(d, RouteResult, 0)
 			r.body = plane.ExecResult{Req: r.id, ExecID: e.ExecID, Body: e.Result, Auth: bearer()}
 			r.key = e.ExecID
 			s.send(r)
 		case daemon.PostAck:
-			r := s.open(d, routeAck, 0)
+			r := s.open(d, RouteAck, 0)
 			r.body = plane.Ack{Req: r.id, Body: e.Ack, Auth: bearer()}
 			r.key = e.Ack.InvocationID
 			s.send(r)

@@ -58,7 +58,7 @@ func TestDeterministic(t *testing.T) {
 		t.Fatal("seed 2 gave the same CSV as seed 1")
 	}
 	s := res.Summary
-	if s.Completed == 0 || s.Refused == 0 || s.Exits == 0 || s.Requests[routeHello] < 40 {
+	if s.Completed == 0 || s.Refused == 0 || s.Exits == 0 || s.Requests[RouteHello] < 40 {
 		t.Errorf("the scenario did not exercise the model: %+v", s)
 	}
 }
