@@ -2,6 +2,7 @@ package plane
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -51,11 +52,8 @@ func (p *Plane) isLost(w *worker, now time.Time) bool {
 func (p *Plane) markLost(w *worker, now time.Time) {
 	w.rec.State = WorkerLost
 	p.putWorker(w)
-	for _, id := range p.runningIDs() {
-		inv := p.invocations[id]
-		if inv.WorkerID == w.ID() {
-			p.failLost(inv, now, fmt.Sprintf("worker %s stopped polling", w.ID()))
-		}
+	for _, id := range p.runningOf(w.ID()) {
+		p.failLost(p.invocations[id], now, fmt.Sprintf("worker %s stopped polling", w.ID()))
 	}
 }
 
@@ -83,16 +81,35 @@ func (p *Plane) failLost(inv *InvocationRecord, now time.Time, msg string) {
 	inv.Error = &wire.ErrorInfo{TypeName: wire.ErrTypeWorkerLost, Message: msg}
 	inv.FinishedAt = now
 	p.noteFinished(false, inv.ID, now)
-	delete(p.alive, inv.ID)
+	p.clearRunning(inv)
 	p.putInvocation(inv)
 }
 
 // runningIDs lists running invocations, oldest id first.
-func (p *Plane) runningIDs() []string {
-	ids := make([]string, 0, len(p.alive))
-	for id := range p.alive {
-		ids = append(ids, id)
+func (p *Plane) runningIDs() []string { return slices.Sorted(maps.Keys(p.alive)) }
+
+// runningOf lists worker id's running invocations, oldest id first.
+func (p *Plane) runningOf(id string) []string { return slices.Sorted(maps.Keys(p.runningOn[id])) }
+
+// setRunning records inv, running on its worker, as alive at now.
+func (p *Plane) setRunning(inv *InvocationRecord, now time.Time) {
+	p.alive[inv.ID] = now
+	on := p.runningOn[inv.WorkerID]
+	if on == nil {
+		on = make(map[string]struct{})
+		p.runningOn[inv.WorkerID] = on
 	}
-	slices.Sort(ids)
-	return ids
+	on[inv.ID] = struct{}{}
+}
+
+// clearRunning forgets inv as running; call it before inv's worker id
+// changes.
+func (p *Plane) clearRunning(inv *InvocationRecord) {
+	delete(p.alive, inv.ID)
+	if on := p.runningOn[inv.WorkerID]; on != nil {
+		delete(on, inv.ID)
+		if len(on) == 0 {
+			delete(p.runningOn, inv.WorkerID)
+		}
+	}
 }

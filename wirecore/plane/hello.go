@@ -292,8 +292,8 @@ const ExitWorkerRestarted = wire.ExitSpawnFailed
 // exits, so this only catches crashes). A run is failed as WorkerLost and
 // an exec gets a result with exit code -1, so nobody waits forever.
 func (p *Plane) forgetInFlight(w *worker, now time.Time, keep map[string]bool) {
-	for _, id := range p.runningIDs() {
-		if inv := p.invocations[id]; inv.WorkerID == w.ID() && !keep[id] {
+	for _, id := range p.runningOf(w.ID()) {
+		if inv := p.invocations[id]; !keep[id] {
 			p.failLost(inv, now, fmt.Sprintf("worker %s restarted before the invocation finished", w.ID()))
 		}
 	}

@@ -48,26 +48,17 @@ func (p *Plane) targetIf(req RequestID, id string, sound bool, problem string) *
 }
 
 func (p *Plane) onListWorkers(e ListWorkers) {
-	running := p.runningPerWorker()
 	out := make([]operator.Worker, 0, len(p.workerOrder))
 	for _, w := range p.workerOrder {
-		out = append(out, workerView(w, running[w.ID()]))
+		out = append(out, workerView(w, len(p.runningOn[w.ID()])))
 	}
 	p.reply(e.Req, StatusOK, out)
 }
 
 func (p *Plane) onGetWorker(e GetWorker) {
 	if w := p.target(e.Req, e.WorkerID); w != nil {
-		p.reply(e.Req, StatusOK, workerView(w, p.runningPerWorker()[w.ID()]))
+		p.reply(e.Req, StatusOK, workerView(w, len(p.runningOn[w.ID()])))
 	}
-}
-
-func (p *Plane) runningPerWorker() map[string]int {
-	n := map[string]int{}
-	for id := range p.alive {
-		n[p.invocations[id].WorkerID]++
-	}
-	return n
 }
 
 // enqueue appends a command to w's queue, persists it, and wakes w's
@@ -370,7 +361,7 @@ func (p *Plane) onSetConfig(now time.Time, e SetConfig) {
 	if w.uses(wire.ExtConfig) {
 		p.answerParkedPoll(w, now)
 	}
-	p.reply(e.Req, StatusOK, workerView(w, p.runningPerWorker()[w.ID()]))
+	p.reply(e.Req, StatusOK, workerView(w, len(p.runningOn[w.ID()])))
 }
 
 // liveConfig is the worker's live configuration in wire form, into dst.

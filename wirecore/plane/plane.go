@@ -107,8 +107,13 @@ type Plane struct {
 	invOrder    []string
 	// queued holds queued invocations oldest first.
 	queued []*InvocationRecord
-	// alive is when each running invocation was last reported by its worker.
-	alive map[string]time.Time
+	// alive is when each running invocation was last reported by its
+	// worker; runningOn indexes the same invocations by worker id, so a
+	// worker's runs are found without walking every running one (a hello
+	// herd after an outage asks for each worker's). Both change only
+	// through setRunning and clearRunning.
+	alive     map[string]time.Time
+	runningOn map[string]map[string]struct{}
 	// tails are the last stdout_tail each invocation's polls reported (at
 	// most wire.StdoutTailMax bytes), kept in memory only: the next poll
 	// after a restart brings it back.
@@ -259,6 +264,7 @@ func Restore(cfg Config, snap Snapshot, now time.Time) (*Plane, error) {
 		byMachine:   make(map[string]string, len(snap.Workers)),
 		invocations: make(map[string]*InvocationRecord, len(snap.Invocations)),
 		alive:       make(map[string]time.Time),
+		runningOn:   make(map[string]map[string]struct{}),
 		tails:       make(map[string]string),
 		execs:       make(map[string]*ExecRecord, len(snap.Execs)),
 		parked:      make(map[RequestID]*parked),
@@ -316,7 +322,7 @@ func Restore(cfg Config, snap Snapshot, now time.Time) (*Plane, error) {
 		case InvocationQueued:
 			p.queued = append(p.queued, &r)
 		case InvocationRunning:
-			p.alive[r.ID] = now
+			p.setRunning(&r, now)
 		}
 	}
 	for i := range snap.Execs {

@@ -311,7 +311,7 @@ func (p *Plane) takeRun(w *worker, queue string, now time.Time) (CommandRecord, 
 	inv.WorkerID = w.ID()
 	inv.CommandID = p.newULID(now)
 	inv.StartedAt = now
-	p.alive[inv.ID] = now
+	p.setRunning(inv, now)
 	p.putInvocation(inv)
 	body := wire.Run{
 		InvocationID:       inv.ID,
@@ -573,8 +573,8 @@ func (p *Plane) takeBack(w *worker, c CommandRecord) bool {
 		if inv == nil || inv.State != InvocationRunning || inv.CommandID != c.ID {
 			return false
 		}
+		p.clearRunning(inv)
 		inv.State, inv.WorkerID, inv.CommandID, inv.StartedAt = InvocationQueued, "", "", time.Time{}
-		delete(p.alive, inv.ID)
 		at, _ := slices.BinarySearchFunc(p.queued, inv.Seq, func(r *InvocationRecord, seq uint64) int {
 			return cmp.Compare(r.Seq, seq)
 		})

@@ -73,7 +73,7 @@ func (p *Plane) onAck(now time.Time, e Ack) {
 		inv.WorkerID = a.WorkerID
 	}
 	p.dequeue(inv.ID)
-	delete(p.alive, inv.ID)
+	p.clearRunning(inv)
 	p.putInvocation(inv)
 	p.reply(e.Req, StatusOK, OK{})
 	p.answerParkedPoll(p.workers[inv.WorkerID], now)
