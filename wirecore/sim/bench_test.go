@@ -3,22 +3,7 @@ package sim
 import (
 	"fmt"
 	"testing"
-	"time"
 )
-
-// steady is the benchmark's fleet: n daemons for an hour, each taking an
-// exec about every eight minutes.
-func steady(n int) Scenario {
-	sc := Default()
-	sc.Name = "steady"
-	sc.Daemons = n
-	sc.Duration = time.Hour
-	sc.SampleEvery = 10 * time.Second
-	sc.TickEvery = 10 * time.Second
-	sc.BootSpread = time.Minute
-	sc.Workload.ExecRate = float64(n) / 500
-	return sc
-}
 
 // BenchmarkSteady runs one simulated hour of a steady fleet per
 // iteration; events/s and ns/event are the figures to compare across
@@ -32,7 +17,7 @@ func BenchmarkSteady(b *testing.B) {
 			b.ReportAllocs()
 			var events uint64
 			for b.Loop() {
-				s, err := New(steady(n))
+				s, err := New(Steady(n))
 				if err != nil {
 					b.Fatal(err)
 				}

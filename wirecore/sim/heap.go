@@ -8,7 +8,7 @@ import "math/bits"
 // them to chase.
 type event struct {
 	at   int64  // virtual nanoseconds since the start
-	seq  uint64 // scheduling order: breaks ties deterministically
+	seq  uint64 // its creator's origin and scheduling order: breaks ties deterministically
 	ref  uint64 // a request id, a slab reference, a timer's At, …
 	d    int32  // the daemon the event is for, when it is for one
 	kind kind
@@ -38,6 +38,7 @@ const (
 	evPartition                    // partition aux starts (ref 1) or ends (ref 0)
 	evHibernate                    // hibernate wave aux
 	evDrain                        // drain wave aux
+	evMail                         // mail ref (inbox slab) from the other side is due
 )
 
 // queue holds the pending events in (at, seq) order. It is a calendar
@@ -49,8 +50,12 @@ const (
 // what lies past the horizon waits in an overflow heap. The order handed
 // out is exactly the heap's, so runs are unchanged.
 type queue struct {
-	seq uint64
-	n   int
+	// origin is or-ed into the sequence numbers of the events pushed
+	// here; a mail keeps its sender's, so ties between the two sides
+	// fall the same way however their steps interleave.
+	origin uint64
+	seq    uint64
+	n      int
 	// cur holds every event of bucket curB or earlier, as a heap.
 	cur  eventHeap
 	curB int64
@@ -80,7 +85,12 @@ func (q *queue) len() int { return q.n }
 
 func (q *queue) push(e event) {
 	q.seq++
-	e.seq = q.seq
+	e.seq = q.origin | q.seq
+	q.pushSeq(e)
+}
+
+// pushSeq queues e with the sequence number it carries.
+func (q *queue) pushSeq(e event) {
 	q.n++
 	switch b := bucketOf(e.at); {
 	case b <= q.curB:

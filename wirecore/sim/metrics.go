@@ -114,13 +114,15 @@ func Percentile(v []int64, p float64) time.Duration {
 	return time.Duration(v[min(max(i, 0), len(v)-1)])
 }
 
-func (s *Sim) sample() {
-	m := &s.met
-	span := float64(s.now-m.lastTime) / float64(time.Second)
+// window closes the sample window that ends at now: the row of this
+// side's counters (rates over the window, the dispatch latencies of the
+// execs started in it), the other side's fields left zero.
+func (m *metrics) window(now int64) Row {
+	span := float64(now-m.lastTime) / float64(time.Second)
 	rate := func(now, then uint64) float64 { return float64(now-then) / span }
 	slices.Sort(m.latencies)
 	row := Row{
-		T:           time.Duration(s.now),
+		T:           time.Duration(now),
 		Hello:       rate(m.routes[RouteHello], m.last.routes[RouteHello]),
 		Poll:        rate(m.routes[RoutePoll], m.last.routes[RoutePoll]),
 		Result:      rate(m.routes[RouteResult], m.last.routes[RouteResult]),
@@ -128,15 +130,24 @@ func (s *Sim) sample() {
 		Notify:      rate(m.routes[RouteNotify], m.last.routes[RouteNotify]),
 		Refused:     rate(m.refused, m.last.refused),
 		Lost:        rate(m.lost, m.last.lost),
-		Parked:      s.parkedPolls(),
-		QueueDepth:  s.plane.PendingCommands(),
 		DispatchP50: Percentile(m.latencies, 0.50),
 		DispatchP99: Percentile(m.latencies, 0.99),
 		Started:     m.started - m.last.started,
 		Completed:   m.completed - m.last.completed,
 	}
-	for i := range s.nodes {
-		n := &s.nodes[i]
+	m.allLat = append(m.allLat, m.latencies...)
+	m.latencies = m.latencies[:0]
+	m.last = m.counters
+	m.lastTime = now
+	return row
+}
+
+// sample records the fleet's half of a row: its counters and the
+// daemons by state and backoff.
+func (f *fleet) sample() {
+	row := f.met.window(f.now)
+	for i := range f.nodes {
+		n := &f.nodes[i]
 		switch n.state {
 		case stBackoff:
 			row.InBackoff++
@@ -149,23 +160,46 @@ func (s *Sim) sample() {
 			row.Exited++
 		}
 	}
-	m.allLat = append(m.allLat, m.latencies...)
-	m.latencies = m.latencies[:0]
-	m.rows = append(m.rows, row)
-	m.last = m.counters
-	m.lastTime = s.now
+	f.met.rows = append(f.met.rows, row)
 }
 
-func (s *Sim) result() Result {
-	m := &s.met
+// sample records the plane's half of a row: requests by route, what it
+// refused or lost, parked polls and queue depth.
+func (p *planeSide) sample() {
+	row := p.met.window(p.now)
+	row.Parked, row.QueueDepth = p.parkedPolls(), p.plane.PendingCommands()
+	p.met.rows = append(p.met.rows, row)
+}
+
+// joinRows is the time series: each fleet row with the plane's of the
+// same time (both sides sample on the same schedule).
+func joinRows(fr, pr []Row) []Row {
+	rows := make([]Row, min(len(fr), len(pr)))
+	for i := range rows {
+		f, p := fr[i], pr[i]
+		f.Hello, f.Poll, f.Result, f.Ack, f.Notify = p.Hello, p.Poll, p.Result, p.Ack, p.Notify
+		f.Refused += p.Refused
+		f.Lost += p.Lost
+		f.Parked, f.QueueDepth = p.Parked, p.QueueDepth
+		rows[i] = f
+	}
+	return rows
+}
+
+// Result is what the run measured so far; after Run, or after a driver
+// has stepped both Sides to Never, the whole run.
+func (s *Sim) Result() Result {
+	fm, pm := &s.fleet.met, &s.plane.met
+	rows := joinRows(fm.rows, pm.rows)
 	sum := Summary{
-		Scenario: s.sc.Name, Seed: s.sc.Seed, Daemons: len(s.nodes), Duration: s.sc.Duration,
-		Events: s.events, Requests: m.routes, Refused: m.refused, Lost: m.lost,
-		Enqueued: m.enqueued, Started: m.started, Completed: m.completed,
-		OperatorFailed: m.opFailed, Exits: m.exits,
+		Scenario: s.w.sc.Name, Seed: s.w.sc.Seed, Daemons: len(s.fleet.nodes), Duration: s.w.sc.Duration,
+		Events: s.fleet.events + s.plane.events, Requests: pm.routes,
+		Refused: fm.refused + pm.refused, Lost: fm.lost + pm.lost,
+		Enqueued: pm.enqueued, Started: fm.started, Completed: fm.completed,
+		OperatorFailed: pm.opFailed, Exits: fm.exits,
 	}
 	var total float64
-	for _, r := range m.rows {
+	for _, r := range rows {
 		total += r.Requests()
 		if r.Requests() > sum.PeakRate {
 			sum.PeakRate, sum.PeakAt = r.Requests(), r.T
@@ -174,14 +208,15 @@ func (s *Sim) result() Result {
 		sum.PeakQueue = max(sum.PeakQueue, r.QueueDepth)
 		sum.PeakBack = max(sum.PeakBack, r.InBackoff)
 	}
-	if len(m.rows) > 0 {
-		sum.MeanRate = total / float64(len(m.rows))
+	if len(rows) > 0 {
+		sum.MeanRate = total / float64(len(rows))
 	}
-	slices.Sort(m.allLat)
-	sum.DispatchP50 = Percentile(m.allLat, 0.50)
-	sum.DispatchP99 = Percentile(m.allLat, 0.99)
-	sum.DispatchMax = Percentile(m.allLat, 1)
-	return Result{Rows: m.rows, Summary: sum}
+	lat := slices.Clone(fm.allLat)
+	slices.Sort(lat)
+	sum.DispatchP50 = Percentile(lat, 0.50)
+	sum.DispatchP99 = Percentile(lat, 0.99)
+	sum.DispatchMax = Percentile(lat, 1)
+	return Result{Rows: rows, Summary: sum}
 }
 
 // CSVHeader names the columns WriteCSV writes.

@@ -11,24 +11,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata/small.csv from this run")
 
-// small is a scenario that touches most of the model in well under a
-// second: boots, execs, setups, a burst, an outage, a loud partition, a
-// hibernate wave and a drain, over a lossy network.
-func small() Scenario {
-	sc := Default()
-	sc.Name = "small"
-	sc.Daemons = 40
-	sc.Duration = 6 * time.Minute
-	sc.Network.Loss = 0.002
-	sc.Network.Outages = []Window{{At: 2 * time.Minute, For: 30 * time.Second}}
-	sc.Network.Partitions = []Partition{{At: 3 * time.Minute, For: 40 * time.Second, Fraction: 0.25, Refuse: true}}
-	sc.Workload.ExecRate = 2
-	sc.Workload.SetupRate = 0.05
-	sc.Workload.Bursts = []Burst{{At: 90 * time.Second, For: 10 * time.Second, Rate: 40}}
-	sc.Workload.Hibernates = []Wave{{At: 4 * time.Minute, For: time.Minute, Fraction: 0.2}}
-	sc.Workload.Drains = []Wave{{At: 5 * time.Minute, Fraction: 0.1}}
-	return sc
-}
+func small() Scenario { return Mixed() }
 
 func run(t testing.TB, sc Scenario) (Result, []byte) {
 	t.Helper()

@@ -1,0 +1,115 @@
+package simloop
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nymphd/nymph/wirecore/sim"
+)
+
+func csv(t testing.TB, res sim.Result) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := res.WriteCSV(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func build(t testing.TB, sc sim.Scenario) *sim.Sim {
+	t.Helper()
+	s, err := sim.New(sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestTwoGoroutinesGiveTheOneLoopsRun: the mixed scenario (outage,
+// partition, waves, loss) and a steady fleet, each stepped on two
+// goroutines several times, give sim.Run's CSV byte for byte.
+func TestTwoGoroutinesGiveTheOneLoopsRun(t *testing.T) {
+	steady := sim.Steady(200)
+	steady.Duration = 5 * time.Minute
+	for _, sc := range []sim.Scenario{sim.Mixed(), steady} {
+		want := csv(t, build(t, sc).Run(nil))
+		for i := range 4 {
+			res, err := Run(context.Background(), build(t, sc), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := csv(t, res); !bytes.Equal(got, want) {
+				t.Fatalf("%s, run %d on two goroutines: the CSV differs from the one loop's", sc.Name, i)
+			}
+		}
+	}
+}
+
+// TestShortLookaheadRunsInOneLoop: a network that can deliver at once
+// leaves no lookahead worth two goroutines; the run is still whole.
+func TestShortLookaheadRunsInOneLoop(t *testing.T) {
+	sc := sim.Mixed()
+	sc.Network.Latency = sim.Dist{Kind: sim.DistUniform, Min: 0, Max: 4 * time.Millisecond}
+	want := csv(t, build(t, sc).Run(nil))
+	res, err := Run(context.Background(), build(t, sc), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(csv(t, res), want) {
+		t.Fatal("the CSV differs from sim.Run's")
+	}
+}
+
+// TestCancelStopsBothSides: a cancelled context ends the run early, with
+// its error and the rows stepped so far.
+func TestCancelStopsBothSides(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var once bool
+	res, err := Run(ctx, build(t, sim.Steady(2000)), func(done, total time.Duration) {
+		if !once && done >= time.Minute {
+			once = true
+			cancel()
+		}
+	})
+	if err != context.Canceled {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if n := len(res.Rows); n == 0 || n >= 360 {
+		t.Fatalf("%d rows: want some, not the whole hour's 360", n)
+	}
+}
+
+// BenchmarkSteady is wirecore/sim's BenchmarkSteady on two goroutines,
+// beside the one loop in the same run: the scale goal is
+// BenchmarkSteady/100000/two-sides (-benchtime=1x).
+func BenchmarkSteady(b *testing.B) {
+	for _, n := range []int{1000, 10000, 100000} {
+		for _, driver := range []string{"one-loop", "two-sides"} {
+			b.Run(fmt.Sprintf("%d/%s", n, driver), func(b *testing.B) {
+				if n > 10000 && b.N > 1 {
+					b.Skip("100,000 daemons: run with -benchtime=1x")
+				}
+				b.ReportAllocs()
+				var events uint64
+				for b.Loop() {
+					s := build(b, sim.Steady(n))
+					var res sim.Result
+					if driver == "one-loop" {
+						res = s.Run(nil)
+					} else {
+						var err error
+						if res, err = Run(context.Background(), s, nil); err != nil {
+							b.Fatal(err)
+						}
+					}
+					events += res.Summary.Events
+				}
+				b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(events), "ns/event")
+			})
+		}
+	}
+}
