@@ -7,7 +7,7 @@
 // protocol means: that is wirecore's. Which program uses each: daemon is
 // `nymph daemon`, serve is `nymph serve` (the reference control plane),
 // relay is `nymph relay`, ctl is `nymph ctl`, dev is `nymph dev` (which
-// runs a serve and a daemon as its children).
+// runs a serve and a daemon as its children), sim is `nymph sim`.
 //
 //   - blobcache: the daemon's content-addressed cache of downloaded
 //     payloads (two-level fan-out, verified on every hit, LRU by mtime
@@ -57,6 +57,8 @@
 //     output caps and streaming. daemon.
 //   - spoolclient: the spool-directory relay transport, the daemon's side.
 //     daemon.
+//   - simloop: a wirecore/sim run stepped on two goroutines, the fleet's
+//     side and the plane's, when the run is dense enough to gain. sim.
 //   - sqlstore: serve's SQLite store. serve.
 //   - tlsca: serve's CA and server certificate in its data directory, and
 //     the TLS configurations that verify serve: by a CA file, the system's

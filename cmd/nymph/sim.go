@@ -13,13 +13,14 @@ import (
 
 	"github.com/nymphd/nymph/cmd/nymph/internal/simplot"
 	"github.com/nymphd/nymph/cmd/nymph/internal/simscenario"
+	"github.com/nymphd/nymph/hostio/simloop"
 	"github.com/nymphd/nymph/wirecore/sim"
 )
 
 // runSim is `nymph sim`: the discrete-event simulator (wirecore/sim) on a
 // scenario, its summary on stdout, and with --out the time series, the
 // summary and the plots as files.
-func runSim(_ context.Context, env *cliEnv, args []string) int {
+func runSim(ctx context.Context, env *cliEnv, args []string) int {
 	set := flag.NewFlagSet("nymph sim", flag.ContinueOnError)
 	set.SetOutput(env.stderr)
 	scenario := set.String("scenario", "", "shipped scenario name ("+strings.Join(simscenario.Names(), ", ")+") or a TOML file")
@@ -76,7 +77,13 @@ func runSim(_ context.Context, env *cliEnv, args []string) int {
 		}
 		bar := newProgressBar(env.stderr, *progress || isTerminal(env.stderr), sc.Name)
 		start := time.Now()
-		res := s.Run(bar.update)
+		// Two goroutines when the fleet is dense enough to gain from
+		// them (simloop.Density); the CSV is the same either way.
+		res, err := simloop.Run(ctx, s, bar.update)
+		if err != nil {
+			fmt.Fprintf(env.stderr, "nymph sim: %s: %v\n", sc.Name, err)
+			return 1
+		}
 		bar.done(time.Since(start), res.Summary.Events)
 		runs = append(runs, simplot.Series{Label: sc.Name, Result: res})
 	}

@@ -1,12 +1,13 @@
 // Package simloop steps a wirecore/sim run on two goroutines: the fleet's
-// side on one, the plane's on the other, each stepping every event
-// earlier than the other's next event plus the lookahead, the two
-// exchanging their mail under one mutex. The run is byte for byte the
-// one sim.Run gives; only the wall time differs.
+// side on one, the plane's on the other. Each steps every event earlier
+// than the other's next event plus the lookahead; each publishes its next
+// event's time after every step and hands its mail over through a
+// single-producer ring, so neither takes a lock. The run is byte for
+// byte the one sim.Run gives; only the wall time differs.
 //
 // It decides when the sides step and hand over mail, nothing of what
-// they do. A run whose lookahead is too short to be worth two goroutines,
-// or a process with one P, is stepped by sim.Run.
+// they do. A run too sparse to gain from two goroutines (Density), or a
+// process with one P, is stepped in one loop.
 package simloop
 
 import (
@@ -19,130 +20,214 @@ import (
 	"github.com/nymphd/nymph/wirecore/sim"
 )
 
-// MinLookahead is the shortest lookahead stepped on two goroutines: with
-// less, the sides wait on each other after every event or two and one
-// loop is faster.
-const MinLookahead = 20 * time.Microsecond
+// MinDensity is the fewest events the whole run is expected to hold in
+// one lookahead for Run to step it on two goroutines. Sparser, each side
+// mostly waits for the other, and one loop is faster: measured with
+// BenchmarkSteady, two goroutines lose at 10,000 daemons (0.3 events a
+// lookahead) and win at 100,000 (3).
+const MinDensity = 2.0
 
-// batch bounds the events a side steps between two exchanges, so the
-// other side hears of its progress while it still has work.
-const batch = 32
+// batch is how many events a side steps between two looks at the other:
+// one, so the other hears of its progress at once (4 or 16 were slower).
+const batch = 1
 
-// Run steps s to its end and returns what it measured. progress, when
+// ringSize is the mail one side may have sent and the other not taken.
+const ringSize = 1 << 14
+
+// Density is the events a run of s is expected to hold in one lookahead:
+// three for each poll cycle of each daemon (the poll reaching the plane,
+// its deadline, the reply reaching the daemon), a cycle every wait_max_s.
+func Density(s *sim.Sim) float64 {
+	sc := s.Scenario()
+	cycle := sc.Daemon.WaitMax.Seconds()
+	if cycle <= 0 {
+		return 0
+	}
+	return float64(sc.Daemons) * 3 / cycle * s.Lookahead().Seconds()
+}
+
+// Run steps s to its end and returns what it measured: on two
+// goroutines when the process has two Ps and the run is dense enough to
+// gain (Density at least MinDensity), else in one loop. progress, when
 // not nil, is called from the fleet's goroutine after every sample. A
-// cancelled ctx stops both sides; the result then covers what was
-// stepped, with ctx's error.
+// cancelled ctx stops the run; the result then covers what was stepped,
+// with ctx's error.
 func Run(ctx context.Context, s *sim.Sim, progress func(done, total time.Duration)) (sim.Result, error) {
-	if s.Lookahead() < MinLookahead || runtime.GOMAXPROCS(0) < 2 {
-		return runOneLoop(ctx, s, progress)
+	if runtime.GOMAXPROCS(0) < 2 || Density(s) < MinDensity {
+		return OneLoop(ctx, s, progress)
 	}
+	return TwoSides(ctx, s, progress)
+}
+
+// TwoSides steps s on two goroutines whatever its density, as Run does
+// for a dense run.
+func TwoSides(ctx context.Context, s *sim.Sim, progress func(done, total time.Duration)) (sim.Result, error) {
 	fleet, plane := s.Sides(progress)
-	x := &exchange{look: int64(s.Lookahead())}
-	for i := range x.next {
-		x.next[i], x.boxMin[i] = 0, sim.Never
-	}
+	r := &run{look: int64(s.Lookahead())}
+	r.lanes[0].ring = make([]sim.Mail, ringSize)
+	r.lanes[1].ring = make([]sim.Mail, ringSize)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		x.drive(ctx, 1, plane)
+		r.drive(ctx, 1, plane)
 	}()
-	x.drive(ctx, 0, fleet)
+	r.drive(ctx, 0, fleet)
 	wg.Wait()
 	return s.Result(), ctx.Err()
 }
 
-// runOneLoop is sim.Run with ctx looked at between batches.
-func runOneLoop(ctx context.Context, s *sim.Sim, progress func(done, total time.Duration)) (sim.Result, error) {
+// OneLoop is sim.Run with ctx looked at between batches.
+func OneLoop(ctx context.Context, s *sim.Sim, progress func(done, total time.Duration)) (sim.Result, error) {
 	fleet, plane := s.Sides(progress)
-	look := int64(s.Lookahead())
-	sides := [2]sim.Side{fleet, plane}
-	for n := 0; ; n++ {
-		if n%1024 == 0 && ctx.Err() != nil {
-			return s.Result(), ctx.Err()
-		}
-		a, b := sides[0], sides[1]
-		if b.Next() < a.Next() {
-			a, b = b, a
-		}
-		if a.Next() == sim.Never {
-			return s.Result(), nil
-		}
-		b.Deliver(a.Advance(boundAfter(b.Next(), look), batch))
-	}
+	sim.RunSides(fleet, plane, int64(s.Lookahead()), 64, func() bool { return ctx.Err() != nil })
+	return s.Result(), ctx.Err()
 }
 
-// exchange is what the two goroutines share.
-type exchange struct {
-	look int64
-	// gen counts exchanges; a side that cannot step waits for it to move.
-	gen     atomic.Uint64
+// run is what the two goroutines share. Each field is written by one
+// side only; the padding keeps the two sides' fields off each other's
+// cache lines.
+type run struct {
+	look    int64
 	stopped atomic.Bool
+	// next[i] is side i's Next after it last took its mail: it sends
+	// nothing due before next[i] plus the lookahead. Published before
+	// the taken count, so a reader that sees a count sees a next that
+	// counts that mail.
+	next  [2]paddedInt
+	lanes [2]lane // lanes[i]: the mail side i sends
+}
 
-	mu sync.Mutex
-	// box[i] is the mail for side i it has not taken yet, boxMin[i] the
-	// earliest of it.
-	box    [2][]sim.Mail
-	boxMin [2]int64
-	// next[i] is side i's Next when it last exchanged, counting the mail
-	// it took: it sends nothing due before next[i] plus the lookahead.
-	next [2]int64
+type paddedInt struct {
+	atomic.Int64
+	_ [56]byte
+}
+
+// lane is one side's mail to the other: a ring with one writer and one
+// reader.
+type lane struct {
+	ring []sim.Mail
+	sent atomic.Uint64 // written by the sender
+	_    [56]byte
+	took atomic.Uint64 // written by the receiver
+	_    [56]byte
+}
+
+// unseen tracks the due times of the mail a side sent that the other
+// has not taken, for the earliest of them: a deque of (index, at) with
+// at rising from the front.
+type unseen struct {
+	idx []uint64
+	at  []int64
+}
+
+func (u *unseen) push(i uint64, at int64) {
+	n := len(u.at)
+	for n > 0 && u.at[n-1] >= at {
+		n--
+	}
+	u.idx, u.at = append(u.idx[:n], i), append(u.at[:n], at)
+}
+
+// earliest is the earliest due time among mail from index took on.
+func (u *unseen) earliest(took uint64) int64 {
+	k := 0
+	for k < len(u.idx) && u.idx[k] < took {
+		k++
+	}
+	if k > 0 {
+		u.idx = append(u.idx[:0], u.idx[k:]...)
+		u.at = append(u.at[:0], u.at[k:]...)
+	}
+	if len(u.at) == 0 {
+		return sim.Never
+	}
+	return u.at[0]
 }
 
 // drive steps side i until both sides are done or ctx ends.
-func (x *exchange) drive(ctx context.Context, i int, sd sim.Side) {
+func (r *run) drive(ctx context.Context, i int, sd sim.Side) {
 	j := 1 - i
-	var in, out []sim.Mail
+	out, in := &r.lanes[i], &r.lanes[j]
+	var mine unseen
+	var inbox, backlog []sim.Mail
+	took, idle := in.took.Load(), 0
+	told, published := took, int64(0)
 	for n := 0; ; n++ {
-		if n%1024 == 0 && ctx.Err() != nil {
-			x.stopped.Store(true)
+		if n%4096 == 0 && ctx.Err() != nil {
+			r.stopped.Store(true)
 		}
-		if x.stopped.Load() {
+		if r.stopped.Load() {
 			return
 		}
-		mine := sd.Next()
-		x.mu.Lock()
-		x.box[j] = append(x.box[j], out...)
-		x.boxMin[j] = min(x.boxMin[j], earliest(out))
-		in, x.box[i] = x.box[i], in[:0]
-		x.next[i] = min(mine, x.boxMin[i])
-		x.boxMin[i] = sim.Never
-		bound := boundAfter(min(x.next[j], x.boxMin[j]), x.look)
-		done := x.next[i] == sim.Never && x.next[j] == sim.Never && len(x.box[j]) == 0
-		seen := x.gen.Add(1)
-		x.mu.Unlock()
-		if done {
+		// Read how far the other side is before taking its mail: all it
+		// sent before it said so is in the ring by then, and what it
+		// sends later is due a lookahead after it.
+		theirs := out.took.Load()
+		other := r.next[j].Load()
+		sent := in.sent.Load()
+		inbox = inbox[:0]
+		for ; took < sent; took++ {
+			slot := &in.ring[took%ringSize]
+			inbox = append(inbox, *slot)
+			*slot = sim.Mail{}
+		}
+		sd.Deliver(inbox)
+		backlog = flush(out, &mine, backlog)
+		// Say how far this side is, then what it took; mail still in the
+		// backlog holds the other side back as if it were an event here.
+		next := sd.Next()
+		pending := mine.earliest(theirs)
+		for k := range backlog {
+			next = min(next, backlog[k].At()-r.look)
+			pending = min(pending, backlog[k].At())
+		}
+		// A store the other side reads costs it a cache miss: only
+		// changes are stored.
+		if next != published {
+			r.next[i].Store(next)
+			published = next
+		}
+		if took != told {
+			in.took.Store(took)
+			told = took
+		}
+		if next == sim.Never && other == sim.Never && pending == sim.Never && in.sent.Load() == took {
+			// Neither side has an event left, and no mail is on the way.
 			return
 		}
-		sd.Deliver(in)
-		before := sd.Next()
-		out = append(out[:0], sd.Advance(bound, batch)...)
-		if len(out) == 0 && sd.Next() == before {
-			x.wait(seen)
+		mail := sd.Advance(after(min(other, pending), r.look), batch)
+		backlog = flush(out, &mine, append(backlog, mail...))
+		if len(mail) == 0 && sd.Next() == next {
+			if idle++; idle%64 == 0 {
+				runtime.Gosched()
+			}
+		} else {
+			idle = 0
 		}
 	}
 }
 
-// wait spins until the other side has exchanged since seen (or the run
-// stopped), yielding the processor now and then to the collector.
-func (x *exchange) wait(seen uint64) {
-	for k := 0; x.gen.Load() == seen && !x.stopped.Load(); k++ {
-		if k%64 == 63 {
-			runtime.Gosched()
-		}
+// flush moves mail from backlog into the ring while it has room; what
+// does not fit waits for the next flush, so a full ring never blocks a
+// side that the other waits on.
+func flush(l *lane, mine *unseen, backlog []sim.Mail) []sim.Mail {
+	i, room := l.sent.Load(), ringSize-(l.sent.Load()-l.took.Load())
+	k := 0
+	for ; k < len(backlog) && uint64(k) < room; k++ {
+		l.ring[(i+uint64(k))%ringSize] = backlog[k]
+		mine.push(i+uint64(k), backlog[k].At())
 	}
+	if k > 0 {
+		l.sent.Store(i + uint64(k))
+	}
+	rest := copy(backlog, backlog[k:])
+	clear(backlog[rest:])
+	return backlog[:rest]
 }
 
-func earliest(mail []sim.Mail) int64 {
-	at := sim.Never
-	for i := range mail {
-		at = min(at, mail[i].At())
-	}
-	return at
-}
-
-// boundAfter is t plus the lookahead, Never when t is.
-func boundAfter(t, look int64) int64 {
+// after is t plus the lookahead, Never when t is.
+func after(t, look int64) int64 {
 	if t == sim.Never {
 		return sim.Never
 	}

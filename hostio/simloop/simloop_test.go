@@ -37,7 +37,7 @@ func TestTwoGoroutinesGiveTheOneLoopsRun(t *testing.T) {
 	for _, sc := range []sim.Scenario{sim.Mixed(), steady} {
 		want := csv(t, build(t, sc).Run(nil))
 		for i := range 4 {
-			res, err := Run(context.Background(), build(t, sc), nil)
+			res, err := TwoSides(context.Background(), build(t, sc), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -48,11 +48,21 @@ func TestTwoGoroutinesGiveTheOneLoopsRun(t *testing.T) {
 	}
 }
 
-// TestShortLookaheadRunsInOneLoop: a network that can deliver at once
-// leaves no lookahead worth two goroutines; the run is still whole.
-func TestShortLookaheadRunsInOneLoop(t *testing.T) {
+// TestSparseRunsInOneLoop: the benchmark's 100,000 daemons are dense
+// enough for two goroutines, 10,000 are not, nor is a network that can
+// deliver at once (no lookahead); Run gives such a run whole.
+func TestSparseRunsInOneLoop(t *testing.T) {
+	if d := Density(build(t, sim.Steady(100000))); d < MinDensity {
+		t.Errorf("100,000 daemons: density %.2f, want at least %.1f", d, MinDensity)
+	}
+	if d := Density(build(t, sim.Steady(10000))); d >= MinDensity {
+		t.Errorf("10,000 daemons: density %.2f, want under %.1f", d, MinDensity)
+	}
 	sc := sim.Mixed()
 	sc.Network.Latency = sim.Dist{Kind: sim.DistUniform, Min: 0, Max: 4 * time.Millisecond}
+	if d := Density(build(t, sc)); d >= MinDensity {
+		t.Errorf("no lookahead: density %.2f", d)
+	}
 	want := csv(t, build(t, sc).Run(nil))
 	res, err := Run(context.Background(), build(t, sc), nil)
 	if err != nil {
@@ -68,7 +78,7 @@ func TestShortLookaheadRunsInOneLoop(t *testing.T) {
 func TestCancelStopsBothSides(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var once bool
-	res, err := Run(ctx, build(t, sim.Steady(2000)), func(done, total time.Duration) {
+	res, err := TwoSides(ctx, build(t, sim.Steady(2000)), func(done, total time.Duration) {
 		if !once && done >= time.Minute {
 			once = true
 			cancel()
@@ -82,9 +92,10 @@ func TestCancelStopsBothSides(t *testing.T) {
 	}
 }
 
-// BenchmarkSteady is wirecore/sim's BenchmarkSteady on two goroutines,
-// beside the one loop in the same run: the scale goal is
-// BenchmarkSteady/100000/two-sides (-benchtime=1x).
+// BenchmarkSteady is wirecore/sim's BenchmarkSteady on two goroutines
+// (TwoSides), beside the one loop in the same run: the scale goal is
+// BenchmarkSteady/100000/two-sides (-benchtime=1x), the one Run picks
+// for it.
 func BenchmarkSteady(b *testing.B) {
 	for _, n := range []int{1000, 10000, 100000} {
 		for _, driver := range []string{"one-loop", "two-sides"} {
@@ -101,7 +112,7 @@ func BenchmarkSteady(b *testing.B) {
 						res = s.Run(nil)
 					} else {
 						var err error
-						if res, err = Run(context.Background(), s, nil); err != nil {
+						if res, err = TwoSides(context.Background(), s, nil); err != nil {
 							b.Fatal(err)
 						}
 					}

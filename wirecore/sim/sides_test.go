@@ -60,7 +60,7 @@ func TestAnyScheduleGivesTheSameRun(t *testing.T) {
 	for _, batch := range []int{1, 3, 1000} {
 		s, _ := New(sc)
 		f, p := s.Sides(nil)
-		RunSides(f, p, s.w.look, batch)
+		RunSides(f, p, s.w.look, batch, nil)
 		var got bytes.Buffer
 		if err := s.Result().WriteCSV(&got); err != nil {
 			t.Fatal(err)

@@ -246,6 +246,9 @@ func New(sc Scenario) (*Sim, error) {
 	return s, nil
 }
 
+// Scenario is the scenario the run was built from.
+func (s *Sim) Scenario() Scenario { return s.w.sc }
+
 // Lookahead is how far apart in virtual time the two sides may run: the
 // least latency the network model draws.
 func (s *Sim) Lookahead() time.Duration { return time.Duration(s.w.look) }
@@ -265,7 +268,7 @@ func (s *Sim) Sides(progress func(done, total time.Duration)) (fleet, plane Side
 // time reached.
 func (s *Sim) Run(progress func(done, total time.Duration)) Result {
 	f, p := s.Sides(progress)
-	RunSides(f, p, s.w.look, runBatch)
+	RunSides(f, p, s.w.look, runBatch, nil)
 	return s.Result()
 }
 
@@ -275,10 +278,14 @@ const runBatch = 64
 
 // RunSides steps two sides in one loop until neither has an event left
 // before the end, batch events at a time (at least one); look is the
-// lookahead. Any batch gives the same run.
-func RunSides(a, b Side, look int64, batch int) {
+// lookahead. Any batch gives the same run. stop, when not nil, is asked
+// between batches and ends the loop early when it says so.
+func RunSides(a, b Side, look int64, batch int, stop func() bool) {
 	batch = max(1, batch)
 	for {
+		if stop != nil && stop() {
+			return
+		}
 		na, nb := a.Next(), b.Next()
 		switch {
 		case na == Never && nb == Never:
