@@ -52,6 +52,10 @@ func runSim(ctx context.Context, env *cliEnv, args []string) int {
 			sc.Duration = *duration
 		}
 	}
+	// SIGINT or SIGTERM stops a long run between steps, with what it
+	// reached on stderr.
+	ctx, cancel := untilSignal(ctx, env, nil)
+	defer cancel()
 	names := []string{*scenario}
 	if *compare != "" {
 		names = append(names, *compare)
@@ -78,10 +82,15 @@ func runSim(ctx context.Context, env *cliEnv, args []string) int {
 		bar := newProgressBar(env.stderr, *progress || isTerminal(env.stderr), sc.Name)
 		start := time.Now()
 		// Two goroutines when the fleet is dense enough to gain from
-		// them (simloop.Density); the CSV is the same either way.
+		// them (sim.Sim.Density); the CSV is the same either way.
 		res, err := simloop.Run(ctx, s, bar.update)
 		if err != nil {
-			fmt.Fprintf(env.stderr, "nymph sim: %s: %v\n", sc.Name, err)
+			bar.interrupted()
+			var reached time.Duration
+			if n := len(res.Rows); n > 0 {
+				reached = res.Rows[n-1].T
+			}
+			fmt.Fprintf(env.stderr, "nymph sim: %s: stopped at %s of %s of virtual time: %v\n", sc.Name, reached, sc.Duration, err)
 			return 1
 		}
 		bar.done(time.Since(start), res.Summary.Events)
@@ -202,4 +211,11 @@ func (b *progressBar) done(wall time.Duration, events uint64) {
 	}
 	fmt.Fprintf(b.w, "\r%s: %d events in %s (%.0f events/s)%s\n", b.label, events, wall.Round(time.Millisecond),
 		float64(events)/wall.Seconds(), strings.Repeat(" ", 20))
+}
+
+// interrupted ends the bar's line, so what follows starts on its own.
+func (b *progressBar) interrupted() {
+	if b.on {
+		fmt.Fprintln(b.w)
+	}
 }

@@ -8,6 +8,11 @@
 // It decides when the sides step and hand over mail, nothing of what
 // they do. A run too sparse to gain from two goroutines (Density), or a
 // process with one P, is stepped in one loop.
+//
+// The rule a side steps by: every event earlier than the other side's
+// next event plus the lookahead, and earlier than one lookahead after
+// any of its own mail the other has not taken yet (the other may answer
+// that mail that soon).
 package simloop
 
 import (
@@ -20,31 +25,21 @@ import (
 	"github.com/nymphd/nymph/wirecore/sim"
 )
 
-// MinDensity is the fewest events the whole run is expected to hold in
-// one lookahead for Run to step it on two goroutines. Sparser, each side
-// mostly waits for the other, and one loop is faster: measured with
-// BenchmarkSteady, two goroutines lose at 10,000 daemons (0.3 events a
-// lookahead) and win at 100,000 (3).
+// MinDensity is the fewest events a run is expected to hold in one
+// lookahead (sim.Sim.Density) for Run to step it on two goroutines.
+// Sparser, each side mostly waits for the other, and one loop is
+// faster: measured with BenchmarkSteady, two goroutines lose at 10,000
+// daemons (0.3 events a lookahead) and win at 100,000 (3).
 const MinDensity = 2.0
 
 // batch is how many events a side steps between two looks at the other:
-// one, so the other hears of its progress at once (4 or 16 were slower).
+// one, so the other hears of its progress at once (2 and 16 were
+// slower).
 const batch = 1
 
-// ringSize is the mail one side may have sent and the other not taken.
+// ringSize is how much mail one side may have sent and the other not
+// taken before the rest waits in the sender's backlog.
 const ringSize = 1 << 14
-
-// Density is the events a run of s is expected to hold in one lookahead:
-// three for each poll cycle of each daemon (the poll reaching the plane,
-// its deadline, the reply reaching the daemon), a cycle every wait_max_s.
-func Density(s *sim.Sim) float64 {
-	sc := s.Scenario()
-	cycle := sc.Daemon.WaitMax.Seconds()
-	if cycle <= 0 {
-		return 0
-	}
-	return float64(sc.Daemons) * 3 / cycle * s.Lookahead().Seconds()
-}
 
 // Run steps s to its end and returns what it measured: on two
 // goroutines when the process has two Ps and the run is dense enough to
@@ -53,7 +48,7 @@ func Density(s *sim.Sim) float64 {
 // cancelled ctx stops the run; the result then covers what was stepped,
 // with ctx's error.
 func Run(ctx context.Context, s *sim.Sim, progress func(done, total time.Duration)) (sim.Result, error) {
-	if runtime.GOMAXPROCS(0) < 2 || Density(s) < MinDensity {
+	if runtime.GOMAXPROCS(0) < 2 || s.Density() < MinDensity {
 		return OneLoop(ctx, s, progress)
 	}
 	return TwoSides(ctx, s, progress)
@@ -62,10 +57,14 @@ func Run(ctx context.Context, s *sim.Sim, progress func(done, total time.Duratio
 // TwoSides steps s on two goroutines whatever its density, as Run does
 // for a dense run.
 func TwoSides(ctx context.Context, s *sim.Sim, progress func(done, total time.Duration)) (sim.Result, error) {
+	return twoSides(ctx, s, progress, ringSize)
+}
+
+func twoSides(ctx context.Context, s *sim.Sim, progress func(done, total time.Duration), ring int) (sim.Result, error) {
 	fleet, plane := s.Sides(progress)
-	r := &run{look: int64(s.Lookahead())}
-	r.lanes[0].ring = make([]sim.Mail, ringSize)
-	r.lanes[1].ring = make([]sim.Mail, ringSize)
+	r := &run{horizon: s.Horizon, look: int64(s.Lookahead())}
+	r.lanes[0].ring = make([]sim.Mail, ring)
+	r.lanes[1].ring = make([]sim.Mail, ring)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -74,22 +73,34 @@ func TwoSides(ctx context.Context, s *sim.Sim, progress func(done, total time.Du
 	}()
 	r.drive(ctx, 0, fleet)
 	wg.Wait()
-	return s.Result(), ctx.Err()
+	if r.stopped.Load() {
+		return s.Result(), ctx.Err()
+	}
+	return s.Result(), nil
 }
 
 // OneLoop is sim.Run with ctx looked at between batches.
 func OneLoop(ctx context.Context, s *sim.Sim, progress func(done, total time.Duration)) (sim.Result, error) {
-	fleet, plane := s.Sides(progress)
-	sim.RunSides(fleet, plane, int64(s.Lookahead()), 64, func() bool { return ctx.Err() != nil })
-	return s.Result(), ctx.Err()
+	stopped := false
+	res := s.RunUntil(progress, func() bool {
+		stopped = ctx.Err() != nil
+		return stopped
+	})
+	if stopped {
+		return res, ctx.Err()
+	}
+	return res, nil
 }
 
-// run is what the two goroutines share. Each field is written by one
-// side only; the padding keeps the two sides' fields off each other's
-// cache lines.
+// run is what the two goroutines share. next[i] and lanes[i].sent are
+// written by side i only, lanes[i].took by the other side only, stopped
+// by either; the padding keeps the fields one side writes off the lines
+// the other writes (on the usual 64-byte lines).
 type run struct {
+	horizon func(int64) int64 // sim.Sim.Horizon
 	look    int64
 	stopped atomic.Bool
+	_       [56]byte
 	// next[i] is side i's Next after it last took its mail: it sends
 	// nothing due before next[i] plus the lookahead. Published before
 	// the taken count, so a reader that sees a count sees a next that
@@ -103,8 +114,8 @@ type paddedInt struct {
 	_ [56]byte
 }
 
-// lane is one side's mail to the other: a ring with one writer and one
-// reader.
+// lane is one side's mail to the other: a ring the sender fills up to
+// sent and the receiver empties (clearing each slot) up to took.
 type lane struct {
 	ring []sim.Mail
 	sent atomic.Uint64 // written by the sender
@@ -160,15 +171,18 @@ func (r *run) drive(ctx context.Context, i int, sd sim.Side) {
 		if r.stopped.Load() {
 			return
 		}
-		// Read how far the other side is before taking its mail: all it
-		// sent before it said so is in the ring by then, and what it
-		// sends later is due a lookahead after it.
+		// The order of these three loads is the protocol. The other's
+		// count of this side's mail taken comes before its next, which
+		// it stores first: so that next counts all the mail the count
+		// covers, and the rest is pending here. Its next comes before
+		// its mail: all it sent before it said so is in the ring by then,
+		// and what it sends later is due a lookahead after it.
 		theirs := out.took.Load()
 		other := r.next[j].Load()
 		sent := in.sent.Load()
 		inbox = inbox[:0]
 		for ; took < sent; took++ {
-			slot := &in.ring[took%ringSize]
+			slot := &in.ring[took%uint64(len(in.ring))]
 			inbox = append(inbox, *slot)
 			*slot = sim.Mail{}
 		}
@@ -196,7 +210,7 @@ func (r *run) drive(ctx context.Context, i int, sd sim.Side) {
 			// Neither side has an event left, and no mail is on the way.
 			return
 		}
-		mail := sd.Advance(after(min(other, pending), r.look), batch)
+		mail := sd.Advance(r.horizon(min(other, pending)), batch)
 		backlog = flush(out, &mine, append(backlog, mail...))
 		if len(mail) == 0 && sd.Next() == next {
 			if idle++; idle%64 == 0 {
@@ -212,10 +226,15 @@ func (r *run) drive(ctx context.Context, i int, sd sim.Side) {
 // does not fit waits for the next flush, so a full ring never blocks a
 // side that the other waits on.
 func flush(l *lane, mine *unseen, backlog []sim.Mail) []sim.Mail {
-	i, room := l.sent.Load(), ringSize-(l.sent.Load()-l.took.Load())
+	if len(backlog) == 0 {
+		return backlog
+	}
+	size := uint64(len(l.ring))
+	i := l.sent.Load()
+	room := size - (i - l.took.Load())
 	k := 0
 	for ; k < len(backlog) && uint64(k) < room; k++ {
-		l.ring[(i+uint64(k))%ringSize] = backlog[k]
+		l.ring[(i+uint64(k))%size] = backlog[k]
 		mine.push(i+uint64(k), backlog[k].At())
 	}
 	if k > 0 {
@@ -224,12 +243,4 @@ func flush(l *lane, mine *unseen, backlog []sim.Mail) []sim.Mail {
 	rest := copy(backlog, backlog[k:])
 	clear(backlog[rest:])
 	return backlog[:rest]
-}
-
-// after is t plus the lookahead, Never when t is.
-func after(t, look int64) int64 {
-	if t == sim.Never {
-		return sim.Never
-	}
-	return t + look
 }

@@ -48,19 +48,35 @@ func TestTwoGoroutinesGiveTheOneLoopsRun(t *testing.T) {
 	}
 }
 
+// TestFullRingsKeepTheRun: with rings of two mails almost every mail
+// waits in its sender's backlog; the run is still the one loop's.
+func TestFullRingsKeepTheRun(t *testing.T) {
+	sc := sim.Mixed()
+	want := csv(t, build(t, sc).Run(nil))
+	for _, ring := range []int{1, 2, 3} {
+		res, err := twoSides(context.Background(), build(t, sc), nil, ring)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(csv(t, res), want) {
+			t.Fatalf("rings of %d: the CSV differs from the one loop's", ring)
+		}
+	}
+}
+
 // TestSparseRunsInOneLoop: the benchmark's 100,000 daemons are dense
 // enough for two goroutines, 10,000 are not, nor is a network that can
 // deliver at once (no lookahead); Run gives such a run whole.
 func TestSparseRunsInOneLoop(t *testing.T) {
-	if d := Density(build(t, sim.Steady(100000))); d < MinDensity {
+	if d := build(t, sim.Steady(100000)).Density(); d < MinDensity {
 		t.Errorf("100,000 daemons: density %.2f, want at least %.1f", d, MinDensity)
 	}
-	if d := Density(build(t, sim.Steady(10000))); d >= MinDensity {
+	if d := build(t, sim.Steady(10000)).Density(); d >= MinDensity {
 		t.Errorf("10,000 daemons: density %.2f, want under %.1f", d, MinDensity)
 	}
 	sc := sim.Mixed()
 	sc.Network.Latency = sim.Dist{Kind: sim.DistUniform, Min: 0, Max: 4 * time.Millisecond}
-	if d := Density(build(t, sc)); d >= MinDensity {
+	if d := build(t, sc).Density(); d >= MinDensity {
 		t.Errorf("no lookahead: density %.2f", d)
 	}
 	want := csv(t, build(t, sc).Run(nil))
@@ -86,6 +102,12 @@ func TestCancelStopsBothSides(t *testing.T) {
 	})
 	if err != context.Canceled {
 		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	// A run that ends before the context does reports no error.
+	done, cancelLater := context.WithCancel(context.Background())
+	defer cancelLater()
+	if _, err := TwoSides(done, build(t, sim.Mixed()), nil); err != nil {
+		t.Fatalf("a whole run: err = %v", err)
 	}
 	if n := len(res.Rows); n == 0 || n >= 360 {
 		t.Fatalf("%d rows: want some, not the whole hour's 360", n)

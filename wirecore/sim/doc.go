@@ -20,7 +20,9 @@
 //
 // No mail is due sooner than the latency distribution's floor after it
 // was sent (the lookahead), so a side may step every event earlier than
-// the other's next event plus the lookahead; ties are broken by origin.
+// the other's next event plus the lookahead, and earlier than one
+// lookahead after any of its own mail the other has not been handed yet;
+// ties are broken by origin.
 // The run is therefore a pure function of the Scenario however the two
 // sides' steps interleave: Run steps them in one loop, and a driver
 // outside the package (hostio/simloop) may step its Sides on two

@@ -48,9 +48,8 @@ type request struct {
 	planeDone  bool
 	seq        uint64 // a poll's Seq
 	key        string // a post's exec or invocation id
-	sentAt     int64
-	arriveAt   int64 // when the plane gets it, if it does
-	wait       int64 // what the client asked the plane to wait (a poll's timeout_s)
+	arriveAt   int64  // when the plane gets it, if it does
+	wait       int64  // what the client asked the plane to wait (a poll's timeout_s)
 	reply      plane.Reply
 	err        error
 }
@@ -206,7 +205,7 @@ func (f *fleet) open(d int32, rt Route, wait int64) *request {
 	r := &f.reqs[i]
 	gen := r.gen + 1
 	*r = request{gen: gen, id: plane.RequestID(uint64(gen)<<32 | uint64(i))}
-	r.d, r.route, r.sentAt, r.wait = d, rt, f.now, wait
+	r.d, r.route, r.wait = d, rt, wait
 	return r
 }
 

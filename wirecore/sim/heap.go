@@ -20,11 +20,7 @@ type kind uint8
 const (
 	evBoot         kind = iota + 1 // daemon d boots
 	evTimer                        // daemon d's timer aux fires (ref: its At)
-	evArrive                       // request ref reaches the plane
-	evReply                        // the answer to request ref reaches daemon d
 	evDeadline                     // the Park of request ref is due
-	evGone                         // the plane hears that request ref's client left
-	evUndelivered                  // the plane hears that the reply to ref was not delivered
 	evTimeout                      // request ref's client gives up waiting
 	evFeed                         // an answer the driver feeds back at once (ref: request)
 	evExecDone                     // running exec ref (slab) finishes

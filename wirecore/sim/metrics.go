@@ -103,7 +103,6 @@ type Result struct {
 	Summary Summary
 }
 
-// percentile is the nearest-rank p-th percentile of sorted v.
 // Percentile is the nearest-rank p-th percentile of sorted v, in ns, as
 // the time series reports dispatch latency; -1 when v is empty.
 func Percentile(v []int64, p float64) time.Duration {
@@ -116,7 +115,8 @@ func Percentile(v []int64, p float64) time.Duration {
 
 // window closes the sample window that ends at now: the row of this
 // side's counters (rates over the window, the dispatch latencies of the
-// execs started in it), the other side's fields left zero.
+// execs started in it); the other side's fields stay zero, and the
+// plane's dispatch percentiles -1 (it starts no exec).
 func (m *metrics) window(now int64) Row {
 	span := float64(now-m.lastTime) / float64(time.Second)
 	rate := func(now, then uint64) float64 { return float64(now-then) / span }

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/nymphd/nymph/wirecore/operator"
@@ -151,11 +152,17 @@ func (p *planeSide) receive(m Mail) {
 	}
 }
 
-// hold is the slot of request ref, grown to fit.
+// hold is the slot of request ref, grown to fit. The fleet reuses a
+// request's slot only once the plane said it is done with it, so a slot
+// still held here is a bug in that bookkeeping, not something to
+// overwrite.
 func (p *planeSide) hold(ref uint64) *heldReq {
 	i := int(uint32(ref))
 	if i >= len(p.held) {
 		p.held = append(p.held, make([]heldReq, i+1-len(p.held))...)
+	}
+	if h := &p.held[i]; h.id != 0 {
+		panic(fmt.Sprintf("sim: request %#x arrived in the slot of %#x, still held", ref, uint64(h.id)))
 	}
 	return &p.held[i]
 }

@@ -15,27 +15,33 @@ import (
 // passes between them is Mail, and no mail crosses the network faster
 // than the latency distribution's floor, the lookahead. So each side may
 // step every event earlier than the other side's next event plus the
-// lookahead without waiting for it, and a run is the same whether the
-// sides are stepped in one loop (Run) or side by side on two cores by a
-// driver outside this package (Sides): the ties between the sides are
-// broken by origin, not by which one was stepped first.
+// lookahead, and earlier than one lookahead after any of its own mail
+// the other has not been handed yet (the other may answer that mail that
+// soon), without waiting for it. A run is then the same whether the
+// sides are stepped in one loop (Run) or at the same time on two cores
+// by a driver outside this package (Sides): the ties between the sides
+// are broken by origin, not by which one was stepped first.
 
 // Never is the Next of a side with nothing left to step before the end.
 const Never = int64(math.MaxInt64)
 
 // Side is one of a run's two logical processes, for a driver that steps
-// them concurrently. A Side is not safe for concurrent use; its methods
-// are called from one goroutine at a time.
+// them concurrently: the two Sides of one Sim may be stepped at the same
+// time, each from its own goroutine, for they share nothing. One Side is
+// not safe for concurrent use.
 type Side interface {
-	// Next is the virtual time of the side's next event, Never when it
-	// has none before the end.
+	// Next is the virtual time of the side's next event, counting the
+	// mail delivered to it so far, Never when it has none before the
+	// end.
 	Next() int64
 	// Deliver hands the side the mail the other side sent, in the order
 	// it was sent.
 	Deliver(mail []Mail)
-	// Advance steps at most max events earlier than bound (the other
-	// side's Next plus the lookahead, or less) and returns the mail they
-	// sent, valid until the next Advance.
+	// Advance steps at most max events earlier than bound and returns
+	// the mail they sent, valid until the next Advance. bound is
+	// Sim.Horizon of the earliest of the other side's Next and the mail
+	// this side sent that the other has not been delivered, or less;
+	// within the call the bound tightens by itself with the mail sent.
 	Advance(bound int64, max int) []Mail
 }
 

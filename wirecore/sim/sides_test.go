@@ -32,7 +32,7 @@ func interleave(s *Sim, rng *rand.Rand) Result {
 			sides[x].Deliver(inFlight[y])
 			inFlight[y] = nil
 		}
-		bound := min(satAdd(min(sides[y].Next(), minAt(inFlight[x])), s.w.look), minAt(inFlight[y]))
+		bound := min(s.Horizon(min(sides[y].Next(), minAt(inFlight[x]))), minAt(inFlight[y]))
 		out := sides[x].Advance(bound, 1+rng.IntN(200))
 		inFlight[x] = append(inFlight[x], out...)
 	}
@@ -42,7 +42,7 @@ func interleave(s *Sim, rng *rand.Rand) Result {
 // concurrent driver could take — batches of any size, mail handed over
 // late — give the CSV the one loop gives, byte for byte.
 func TestAnyScheduleGivesTheSameRun(t *testing.T) {
-	sc := small()
+	sc := Mixed()
 	_, want := run(t, sc)
 	for seed := range uint64(6) {
 		s, err := New(sc)
@@ -60,7 +60,7 @@ func TestAnyScheduleGivesTheSameRun(t *testing.T) {
 	for _, batch := range []int{1, 3, 1000} {
 		s, _ := New(sc)
 		f, p := s.Sides(nil)
-		RunSides(f, p, s.w.look, batch, nil)
+		s.runSides(f, p, batch, nil)
 		var got bytes.Buffer
 		if err := s.Result().WriteCSV(&got); err != nil {
 			t.Fatal(err)

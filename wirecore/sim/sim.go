@@ -246,29 +246,49 @@ func New(sc Scenario) (*Sim, error) {
 	return s, nil
 }
 
-// Scenario is the scenario the run was built from.
-func (s *Sim) Scenario() Scenario { return s.w.sc }
-
 // Lookahead is how far apart in virtual time the two sides may run: the
 // least latency the network model draws.
 func (s *Sim) Lookahead() time.Duration { return time.Duration(s.w.look) }
 
+// Horizon is the bound a side may step up to (Side.Advance) when nothing
+// the other side may still send it is due before t: t plus the
+// lookahead, Never when t is.
+func (s *Sim) Horizon(t int64) int64 { return satAdd(t, s.w.look) }
+
+// Density is the events the run is expected to hold in one lookahead:
+// three for each poll cycle of each daemon (the poll reaching the plane,
+// its deadline, the reply reaching the daemon), a cycle every
+// wait_max_s. Below one or two, the sides of a run mostly wait for each
+// other, and stepping them concurrently gains nothing.
+func (s *Sim) Density() float64 {
+	cycle := s.w.sc.Daemon.WaitMax.Seconds()
+	if cycle <= 0 {
+		return 0
+	}
+	return float64(s.w.sc.Daemons) * 3 / cycle * s.Lookahead().Seconds()
+}
+
 // Sides are the run's two logical processes, for a driver that steps
-// them side by side (see Side). progress, when not nil, is called by the
+// them concurrently (see Side). progress, when not nil, is called by the
 // fleet after every sample with the virtual time reached.
-func (s *Sim) Sides(progress func(done, total time.Duration)) (fleet, plane Side) {
+func (s *Sim) Sides(progress func(done, total time.Duration)) (fleetSide, planeSide Side) {
 	s.fleet.progress = progress
 	return &s.fleet, &s.plane
 }
 
 // Run steps the simulation to its end in one loop and returns what it
-// measured: the side whose next event is earlier steps up to the other's
-// next plus the lookahead, and its mail goes straight to the other.
-// progress, when not nil, is called after every sample with the virtual
-// time reached.
+// measured. progress, when not nil, is called after every sample with
+// the virtual time reached.
 func (s *Sim) Run(progress func(done, total time.Duration)) Result {
+	return s.RunUntil(progress, nil)
+}
+
+// RunUntil is Run that asks stop, when not nil, between batches of steps
+// and ends early when it says so; the Result then covers what was
+// stepped.
+func (s *Sim) RunUntil(progress func(done, total time.Duration), stop func() bool) Result {
 	f, p := s.Sides(progress)
-	RunSides(f, p, s.w.look, runBatch, nil)
+	s.runSides(f, p, runBatch, stop)
 	return s.Result()
 }
 
@@ -276,11 +296,12 @@ func (s *Sim) Run(progress func(done, total time.Duration)) Result {
 // the other again.
 const runBatch = 64
 
-// RunSides steps two sides in one loop until neither has an event left
-// before the end, batch events at a time (at least one); look is the
-// lookahead. Any batch gives the same run. stop, when not nil, is asked
-// between batches and ends the loop early when it says so.
-func RunSides(a, b Side, look int64, batch int, stop func() bool) {
+// runSides steps the two sides in one loop until neither has an event
+// left before the end or stop says so: the side whose next event is
+// earlier steps up to the other's next plus the lookahead, batch events
+// at a time (at least one), and its mail goes straight to the other. Any
+// batch gives the same run.
+func (s *Sim) runSides(a, b Side, batch int, stop func() bool) {
 	batch = max(1, batch)
 	for {
 		if stop != nil && stop() {
@@ -291,9 +312,9 @@ func RunSides(a, b Side, look int64, batch int, stop func() bool) {
 		case na == Never && nb == Never:
 			return
 		case na <= nb:
-			b.Deliver(a.Advance(satAdd(nb, look), batch))
+			b.Deliver(a.Advance(s.Horizon(nb), batch))
 		default:
-			a.Deliver(b.Advance(satAdd(na, look), batch))
+			a.Deliver(b.Advance(s.Horizon(na), batch))
 		}
 	}
 }

@@ -11,8 +11,6 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata/small.csv from this run")
 
-func small() Scenario { return Mixed() }
-
 func run(t testing.TB, sc Scenario) (Result, []byte) {
 	t.Helper()
 	s, err := New(sc)
@@ -30,12 +28,12 @@ func run(t testing.TB, sc Scenario) (Result, []byte) {
 // TestDeterministic: the same scenario and seed give the same CSV byte
 // for byte; another seed gives another.
 func TestDeterministic(t *testing.T) {
-	res, a := run(t, small())
-	_, b := run(t, small())
+	res, a := run(t, Mixed())
+	_, b := run(t, Mixed())
 	if !bytes.Equal(a, b) {
 		t.Fatal("two runs of the same scenario and seed differ")
 	}
-	other := small()
+	other := Mixed()
 	other.Seed = 2
 	if _, c := run(t, other); bytes.Equal(a, c) {
 		t.Fatal("seed 2 gave the same CSV as seed 1")
@@ -50,7 +48,7 @@ func TestDeterministic(t *testing.T) {
 // js/wasm too, so the native and the wasm build must give the same bytes.
 // After a deliberate change to the model or the cores: go test -update.
 func TestGolden(t *testing.T) {
-	_, got := run(t, small())
+	_, got := run(t, Mixed())
 	path := filepath.Join("testdata", "small.csv")
 	if *update {
 		if err := os.WriteFile(path, got, 0o644); err != nil {
