@@ -41,17 +41,18 @@ type request struct {
 	route Route
 	// cut: the daemon withdrew the request (CancelPoll without
 	// KeepReply); an answer that still comes is undelivered.
-	cut bool
-	// atPlane: it went to the plane and no word of its end came back.
-	atPlane    bool
+	cut        bool
 	daemonDone bool
-	planeDone  bool
-	seq        uint64 // a poll's Seq
-	key        string // a post's exec or invocation id
-	arriveAt   int64  // when the plane gets it, if it does
-	wait       int64  // what the client asked the plane to wait (a poll's timeout_s)
-	reply      plane.Reply
-	err        error
+	// planeDone: the plane is done with it (or it never reached the
+	// plane); until then it went to the plane and no word of its end
+	// came back.
+	planeDone bool
+	seq       uint64 // a poll's Seq
+	key       string // a post's exec or invocation id
+	arriveAt  int64  // when the plane gets it, if it does
+	wait      int64  // what the client asked the plane to wait (a poll's timeout_s)
+	reply     plane.Reply
+	err       error
 }
 
 // running is an exec or setup a daemon is carrying out.
@@ -134,7 +135,7 @@ func (f *fleet) receive(m Mail) {
 	if r == nil {
 		return
 	}
-	r.atPlane, r.planeDone = false, true
+	r.planeDone = true
 	switch m.kind {
 	case mReply:
 		r.reply = m.rep
@@ -234,7 +235,6 @@ func (f *fleet) send(r *request, body plane.Event) {
 		r.planeDone = true
 		f.q.push(event{at: f.now + f.w.timeoutAfter(r.wait), kind: evTimeout, ref: uint64(r.id)})
 	default:
-		r.atPlane = true
 		r.arriveAt = f.now + f.latency()
 		f.mail(Mail{at: r.arriveAt, kind: mRequest, ref: uint64(r.id), d: r.d, route: r.route, t: f.now, wait: r.wait, body: body})
 	}
@@ -413,7 +413,7 @@ func (f *fleet) cancelPoll(n *node, e daemon.CancelPoll) {
 	}
 	r.cut, r.err = true, errCancelled
 	f.q.push(event{at: f.now, kind: evFeed, ref: uint64(r.id)})
-	if r.atPlane {
+	if !r.planeDone {
 		// The close follows the request on its connection: the plane
 		// hears it after the request itself.
 		f.mail(Mail{at: max(f.now+f.latency(), r.arriveAt), kind: mGone, ref: uint64(r.id)})

@@ -29,7 +29,6 @@ type counters struct {
 	enqueued  uint64
 	opFailed  uint64
 	exits     uint64
-	persists  uint64
 }
 
 // backoffBounds are the upper bounds of the backoff wait buckets of a

@@ -199,8 +199,6 @@ func (p *planeSide) step(ev plane.Event) {
 	}
 	for _, eff := range effs {
 		switch e := eff.(type) {
-		case plane.Persist:
-			p.met.persists++ // no store: the batch is accepted as applied
 		case plane.Reply:
 			if uint64(e.Req)&opBit == 0 {
 				p.answered(e)
