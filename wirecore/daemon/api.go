@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -163,6 +164,17 @@ const (
 // Timers lists every timer the machine sets, each at most once armed: a
 // driver may keep one slot per entry.
 var Timers = [...]TimerID{TimerBackoff, TimerIdle, TimerGrace, TimerHibernate, TimerRepost}
+
+// TimerIndex is id's slot in Timers. A timer not listed there is a bug
+// in the list, not something a driver could drop, so it panics.
+func TimerIndex(id TimerID) int {
+	for i, t := range Timers {
+		if t == id {
+			return i
+		}
+	}
+	panic(fmt.Sprintf("daemon: timer %q is not in Timers", id))
+}
 
 // SignalKind is the signal the driver received.
 type SignalKind string

@@ -11,12 +11,12 @@ import (
 // ---------------------------------------------------------------- timers
 
 func (m *Machine) setTimer(id TimerID, at time.Time) {
-	m.timers[timerIndex(id)] = at
+	m.timers[TimerIndex(id)] = at
 	m.emit(SetTimer{ID: id, At: at})
 }
 
 func (m *Machine) cancelTimer(id TimerID) {
-	i := timerIndex(id)
+	i := TimerIndex(id)
 	if m.timers[i].IsZero() {
 		return
 	}
@@ -25,7 +25,7 @@ func (m *Machine) cancelTimer(id TimerID) {
 }
 
 func (m *Machine) onTimer(now time.Time, e TimerFired) {
-	i := timerIndex(e.ID)
+	i := TimerIndex(e.ID)
 	if i < 0 || m.timers[i].IsZero() || !m.timers[i].Equal(e.At) {
 		return // cancelled or re-armed since: stale
 	}

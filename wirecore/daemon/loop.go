@@ -62,14 +62,12 @@ func (m *Machine) helloCursor() *string {
 	if m.cursor == 0 || !slices.Contains(m.cfg.Extensions, wire.ExtCursor) {
 		return nil
 	}
-	return m.cursorText()
+	return m.cursorWire
 }
 
-// cursorText is m.cursor as the wire carries it, formatted when the
-// cursor moves (setCursor) rather than on every poll; the string it
-// points to is never changed, so a request may keep it.
-func (m *Machine) cursorText() *string { return m.cursorWire }
-
+// setCursor moves the cursor and formats it as the wire carries it, once
+// per value rather than on every poll; the string cursorWire points to
+// is never changed, so a request may keep it.
 func (m *Machine) setCursor(n uint64) {
 	m.cursor, m.cursorWire = n, wire.FormatCursor(n)
 }
@@ -84,7 +82,7 @@ func (m *Machine) pollRequest(waitS float64) wire.PollRequest {
 		Invocations: make([]wire.InvocationStatus, 0, len(m.runs)),
 	}
 	if m.uses(wire.ExtCursor) {
-		req.Cursor = m.cursorText()
+		req.Cursor = m.cursorWire
 	}
 	for _, r := range m.runs {
 		req.Invocations = append(req.Invocations, wire.InvocationStatus{

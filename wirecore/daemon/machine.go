@@ -111,8 +111,6 @@ type heldWork struct {
 
 const timerCount = len(Timers)
 
-func timerIndex(id TimerID) int { return slices.Index(Timers[:], id) }
-
 // New returns a machine in state booting. cfg is copied; WaitMaxS,
 // RetryMinS and RetryMaxS get their defaults when not positive, and
 // RetryMaxS is raised to RetryMinS when below it.
@@ -135,18 +133,17 @@ func New(cfg Config, rnd Rand) *Machine {
 	cfg.Runners = slices.Clone(cfg.Runners)
 	applied := newIDRing(cfg.Applied)
 	cfg.Applied = nil // kept in the machine's ring
-	return &Machine{
+	m := &Machine{
 		cfg:     cfg,
 		rnd:     rnd,
 		state:   StateBooting,
 		backoff: newBackoff(cfg.RetryMinS, cfg.RetryMaxS),
-		cursor:  cfg.Cursor,
-		// The same, as the wire carries it (setCursor).
-		cursorWire: wire.FormatCursor(cfg.Cursor),
-		applied:    applied,
+		applied: applied,
 		configuredAt: bootValues{WaitMaxS: cfg.WaitMaxS, RetryMinS: cfg.RetryMinS, RetryMaxS: cfg.RetryMaxS,
 			MaxInvocations: cfg.MaxInvocations, LogLevel: cfg.LogLevel},
 	}
+	m.setCursor(cfg.Cursor)
+	return m
 }
 
 // Step applies one event that happened at now and returns the effects the

@@ -106,7 +106,7 @@ func (m *Machine) onPosted(now time.Time, what, id string, status int, err error
 			slog.String("error", err.Error()), slog.Int("attempt", o.attempts), slog.Int("of", PostAttempts),
 			slog.Duration("in", wait))
 		m.armRepost()
-		if m.draining && m.timers[timerIndex(TimerGrace)].IsZero() {
+		if m.draining && m.timers[TimerIndex(TimerGrace)].IsZero() {
 			m.setTimer(TimerGrace, now.Add(seconds(max(m.cfg.GraceS, 0))))
 		}
 		return
@@ -146,7 +146,7 @@ func (m *Machine) armRepost() {
 	switch {
 	case next.IsZero():
 		m.cancelTimer(TimerRepost)
-	case !m.timers[timerIndex(TimerRepost)].Equal(next):
+	case !m.timers[TimerIndex(TimerRepost)].Equal(next):
 		m.setTimer(TimerRepost, next)
 	}
 }

@@ -381,7 +381,7 @@ func (f *fleet) apply(d int32, n *node, eff daemon.Effect) {
 			f.cancelWork(d, e.ExecID)
 		}
 	case daemon.SetTimer:
-		i := timerIndex(e.ID)
+		i := daemon.TimerIndex(e.ID)
 		at := f.w.ns(e.At)
 		n.timers[i], n.armed = at, n.armed|1<<i
 		f.q.push(event{at: at, kind: evTimer, d: d, aux: uint8(i), ref: uint64(at)})
@@ -389,7 +389,7 @@ func (f *fleet) apply(d int32, n *node, eff daemon.Effect) {
 			n.backoffWait = at - f.now
 		}
 	case daemon.CancelTimer:
-		n.armed &^= 1 << timerIndex(e.ID)
+		n.armed &^= 1 << daemon.TimerIndex(e.ID)
 	case daemon.ReportState:
 		n.state = stateCode(e.State)
 	case daemon.Exit:

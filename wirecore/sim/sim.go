@@ -3,7 +3,6 @@ package sim
 import (
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"time"
 
 	"github.com/nymphd/nymph/wirecore/daemon"
@@ -118,16 +117,6 @@ func (p *pollSet) drop(seq uint64) {
 const timerCount = len(daemon.Timers)
 
 func timerID(i uint8) daemon.TimerID { return daemon.Timers[i] }
-
-// timerIndex is id's slot; a timer the daemon does not list is a bug in
-// its list, not something to drop.
-func timerIndex(id daemon.TimerID) int {
-	i := slices.Index(daemon.Timers[:], id)
-	if i < 0 {
-		panic(fmt.Sprintf("sim: timer %q is not in daemon.Timers", id))
-	}
-	return i
-}
 
 // Daemon states as small numbers, for the per-state counts.
 const (

@@ -42,8 +42,8 @@ const (
 var KnownExtensions = [...]string{ExtCancel, ExtDrain, ExtCursor, ExtConfig}
 
 // ExtSet is a set of known extensions as bits, one per KnownExtensions
-// entry: what a peer agreed to, asked on every poll without walking a
-// list of strings.
+// entry: what a peer agreed to, kept as one byte and asked on every poll
+// (Has walks the four known names, not the agreed list).
 type ExtSet uint8
 
 // ExtSetOf is the set of the known extensions in list; unknown names are
