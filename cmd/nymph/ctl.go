@@ -686,13 +686,7 @@ func (c *ctlRun) printInvocation(inv operator.Invocation, asJSON bool) int {
 	}
 	fmt.Fprintln(c.env.stdout)
 	if e := inv.Error; e != nil {
-		// A run's message already starts with its type ("<type>:
-		// <message>", as the runners surface error.json): say it once.
-		msg := e.Message
-		if !strings.HasPrefix(msg, e.TypeName+": ") {
-			msg = e.TypeName + ": " + msg
-		}
-		termtext.Fprintf(c.env.stdout, "error: %s\n", msg)
+		termtext.Fprintf(c.env.stdout, "error: %s\n", termtext.ErrorText(e))
 	}
 	if len(inv.ResultBlob) > 0 {
 		fmt.Fprintf(c.env.stdout, "result: %d bytes\n", len(inv.ResultBlob))

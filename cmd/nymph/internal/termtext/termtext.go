@@ -147,6 +147,16 @@ func WriteWorkers(w io.Writer, ws []operator.Worker, now time.Time) error {
 	return tw.Flush()
 }
 
+// ErrorText is a run's error as "<type>: <message>", the type said once:
+// a runner's message already starts with it when it surfaces the run's
+// error.json.
+func ErrorText(e *wire.ErrorInfo) string {
+	if strings.HasPrefix(e.Message, e.TypeName+": ") {
+		return e.Message
+	}
+	return e.TypeName + ": " + e.Message
+}
+
 // WriteInvocations writes an aligned table of invocations. Every cell is
 // Printable.
 func WriteInvocations(w io.Writer, invs []operator.Invocation, now time.Time) error {
@@ -155,7 +165,7 @@ func WriteInvocations(w io.Writer, invs []operator.Invocation, now time.Time) er
 	for _, inv := range invs {
 		errText := "-"
 		if inv.Error != nil {
-			errText = inv.Error.TypeName + ": " + oneLine(inv.Error.Message)
+			errText = oneLine(ErrorText(inv.Error))
 		}
 		Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n",
 			inv.ID, inv.Queue, dash(inv.Runner), dash(inv.WorkerID), inv.State,

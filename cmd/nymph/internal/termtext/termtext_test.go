@@ -112,3 +112,27 @@ func TestWriteJSONEscapesC1AndDEL(t *testing.T) {
 		t.Fatalf("JSON does not decode to the same label: %+v, %v", back, err)
 	}
 }
+
+// TestErrorTextSaysTheTypeOnce: a runner's message that starts with its
+// type is not prefixed again, in the table as in `ctl run`'s line.
+func TestErrorTextSaysTheTypeOnce(t *testing.T) {
+	for _, c := range []struct {
+		e    wire.ErrorInfo
+		want string
+	}{
+		{wire.ErrorInfo{TypeName: "ValueError", Message: "ValueError: bad"}, "ValueError: bad"},
+		{wire.ErrorInfo{TypeName: "WorkerLost", Message: "worker w1 stopped polling"}, "WorkerLost: worker w1 stopped polling"},
+	} {
+		if got := ErrorText(&c.e); got != c.want {
+			t.Errorf("ErrorText(%+v) = %q, want %q", c.e, got, c.want)
+		}
+	}
+	var b strings.Builder
+	inv := operator.Invocation{ID: "i1", State: "failed", Error: &wire.ErrorInfo{TypeName: "ValueError", Message: "ValueError: bad"}}
+	if err := WriteInvocations(&b, []operator.Invocation{inv}, time.Unix(0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(b.String(), "ValueError") != 1 {
+		t.Errorf("the table names the type more than once:\n%s", b.String())
+	}
+}
