@@ -194,8 +194,8 @@ type driver struct {
 
 	// inFlight holds each exec and run in flight, by kind and id: the
 	// cancel of its own context under work, for a cancel command, and a
-	// run's output (added by startRun, dropped once the run ended, read
-	// by sendPoll).
+	// run's output (added by startRun, dropped once the run returned,
+	// read by sendPoll).
 	inFlight workInFlight
 
 	// otaFiles holds the verified binary of each downloaded update until
@@ -654,20 +654,28 @@ func (d *driver) startExec(e daemon.StartExec) {
 	d.log.Debug("exec start", "exec_id", e.Exec.ExecID, "command_id", e.CommandID)
 	ctx, _, done := d.inFlight.start(d.work, execKey(e.Exec.ExecID))
 	go func() {
-		defer done()
-		ex, unstage, err := d.stageExecPayload(ctx, e.Exec)
-		if err != nil {
-			// Spec 001: a payload that cannot be had (a sha256 mismatch
-			// above all) ends the exec at -1 with no child spawned.
-			d.log.Warn("exec refused: payload", "exec_id", ex.ExecID, "err", err)
-			msg := err.Error()
-			d.feed(daemon.ExecFinished{ExecID: ex.ExecID, Result: wire.ExecResult{ExitCode: wire.ExitSpawnFailed, Error: &msg}})
-			return
-		}
-		res := d.opt.Exec(ctx, ex, d.opt.ExecOptions)
-		unstage() // before the machine hears of the end: nothing is left
-		d.feed(daemon.ExecFinished{ExecID: ex.ExecID, Result: res})
+		ended := d.runExec(ctx, e.Exec)
+		// Forgotten before the machine hears of the end: from then on it
+		// may start the same exec_id again, under an entry of its own.
+		done()
+		d.feed(ended)
 	}()
+}
+
+// runExec stages an exec's payload, runs the exec and unstages it; its end
+// is what the machine is fed.
+func (d *driver) runExec(ctx context.Context, exec wire.Exec) daemon.ExecFinished {
+	ex, unstage, err := d.stageExecPayload(ctx, exec)
+	if err != nil {
+		// Spec 001: a payload that cannot be had (a sha256 mismatch
+		// above all) ends the exec at -1 with no child spawned.
+		d.log.Warn("exec refused: payload", "exec_id", ex.ExecID, "err", err)
+		msg := err.Error()
+		return daemon.ExecFinished{ExecID: ex.ExecID, Result: wire.ExecResult{ExitCode: wire.ExitSpawnFailed, Error: &msg}}
+	}
+	res := d.opt.Exec(ctx, ex, d.opt.ExecOptions)
+	unstage() // before the machine hears of the end: nothing is left
+	return daemon.ExecFinished{ExecID: ex.ExecID, Result: res}
 }
 
 // stageExecPayload puts an exec's payload (inline or by reference) in a
@@ -719,10 +727,8 @@ func (d *driver) payloadDir() string {
 func (d *driver) startRun(e daemon.StartRun) {
 	log := d.log.With("invocation_id", e.Run.InvocationID, "runner", e.Kind)
 	log.Info("run start")
-	key := runKey(e.Run.InvocationID)
-	ctx, tail, done := d.inFlight.start(d.work, key)
+	ctx, tail, done := d.inFlight.start(d.work, runKey(e.Run.InvocationID))
 	go func() {
-		defer done()
 		var o runners.Outcome
 		if d.opt.Runners == nil {
 			o = runners.Outcome{State: wire.StateFailed, Error: &wire.ErrorInfo{
@@ -733,7 +739,9 @@ func (d *driver) startRun(e daemon.StartRun) {
 			o = d.executeRun(ctx, e, tail, log)
 		}
 		log.Info("run end", "state", o.State)
-		d.inFlight.ended(key)
+		// Forgotten before the machine hears of the end: from then on it
+		// may start the same invocation_id again, under an entry of its own.
+		done()
 		d.feed(runDone{res: daemon.RunFinished{InvocationID: e.Run.InvocationID, State: o.State,
 			ResultBlob: o.ResultBlob, Error: o.Error}})
 	}()
@@ -765,16 +773,16 @@ func (d *driver) executeRun(ctx context.Context, e daemon.StartRun, tail *runner
 // as at the end of a drain's grace (its process group signalled, docker
 // stop, scancel, kubectl delete), and its end is reported as usual.
 func (d *driver) cancelOne(e daemon.CancelWork) {
-	key := runKey(e.InvocationID)
+	key, log := runKey(e.InvocationID), d.log.With("invocation_id", e.InvocationID)
 	if e.ExecID != "" {
-		key = execKey(e.ExecID)
+		key, log = execKey(e.ExecID), d.log.With("exec_id", e.ExecID)
 	}
 	cancel := d.inFlight.cancelOf(key)
 	if cancel == nil {
-		d.log.Warn("cancel of work that already ended", "id", key.id)
+		log.Warn("cancel of work that already ended")
 		return
 	}
-	d.log.Info("cancelling", "id", key.id)
+	log.Info("cancelling")
 	cancel()
 }
 

@@ -32,51 +32,47 @@ type working struct {
 	// cancel stops it alone, for a cancel command.
 	cancel context.CancelFunc
 	// tail is a run's output, the stdout_tail each poll reports for it,
-	// written by its runner; nil for an exec, and once the run ended.
+	// written by its runner; nil for an exec.
 	tail *runners.Tail
 }
 
 // workInFlight is the execs and runs in flight, one entry each. The loop
 // adds one when it starts the work and fills polls from the runs' tails;
-// the work's goroutine drops a run's tail when the run ended (a poll sent
-// before the core hears of the end then reports it with an empty tail,
-// which a control plane ignores), and the entry once it fed the end back,
-// so a cancel until then still finds it. The zero value is ready.
+// the work's goroutine drops its entry when the work returned, before it
+// feeds the end back: once the core heard of the end it may start the
+// same id again (a redelivery, without the cursor extension), and a
+// cancel of work that returned has nothing left to stop. A poll sent
+// between the two reports the run with an empty tail, which a control
+// plane ignores. The zero value is ready.
 type workInFlight struct {
 	mu sync.Mutex
-	m  map[workKey]working
+	m  map[workKey]*working
 }
 
 // start adds work k, with a context of its own under parent, and a fresh
 // Tail for a run (nil for an exec). Work started again under the same key
-// (a redelivery) starts afresh. done forgets it and cancels its context.
+// (a redelivery) starts afresh. done forgets it and cancels its context;
+// it forgets only the entry this start added, so the done of an earlier
+// start under k leaves a later one's cancel and tail in place.
 func (f *workInFlight) start(parent context.Context, k workKey) (ctx context.Context, tail *runners.Tail, done func()) {
 	ctx, cancel := context.WithCancel(parent)
 	if k.kind == runWork {
 		tail = runners.NewTail()
 	}
+	w := &working{cancel: cancel, tail: tail}
 	f.mu.Lock()
 	if f.m == nil {
-		f.m = map[workKey]working{}
+		f.m = map[workKey]*working{}
 	}
-	f.m[k] = working{cancel: cancel, tail: tail}
+	f.m[k] = w
 	f.mu.Unlock()
 	return ctx, tail, func() {
 		f.mu.Lock()
-		delete(f.m, k)
+		if f.m[k] == w {
+			delete(f.m, k)
+		}
 		f.mu.Unlock()
 		cancel()
-	}
-}
-
-// ended drops the tail of run k, which ended; a cancel still finds it
-// until its done.
-func (f *workInFlight) ended(k workKey) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if w, ok := f.m[k]; ok {
-		w.tail = nil
-		f.m[k] = w
 	}
 }
 
@@ -84,7 +80,10 @@ func (f *workInFlight) ended(k workKey) {
 func (f *workInFlight) cancelOf(k workKey) context.CancelFunc {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.m[k].cancel
+	if w := f.m[k]; w != nil {
+		return w.cancel
+	}
+	return nil
 }
 
 // fill is the core's list of runs in flight with each one's stdout_tail
@@ -98,7 +97,7 @@ func (f *workInFlight) fill(list []wire.InvocationStatus) []wire.InvocationStatu
 	out := make([]wire.InvocationStatus, len(list))
 	copy(out, list)
 	for i := range out {
-		if w := f.m[runKey(out[i].InvocationID)]; w.tail != nil {
+		if w := f.m[runKey(out[i].InvocationID)]; w != nil && w.tail != nil {
 			out[i].StdoutTail = w.tail.String()
 		}
 	}

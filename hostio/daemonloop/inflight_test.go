@@ -2,9 +2,13 @@ package daemonloop
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nymphd/nymph/internal/testkit"
+	"github.com/nymphd/nymph/wirecore/daemon"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
 
@@ -35,9 +39,9 @@ func TestInFlightFillsThePollsInvocations(t *testing.T) {
 	if core[0].StdoutTail != "" {
 		t.Fatal("fill wrote into the core's list")
 	}
-	f.ended(runKey("a"))
-	if got := f.fill(core); got[0].StdoutTail != "" {
-		t.Fatalf("a run that ended still has a tail: %q", got[0].StdoutTail)
+	// Until done the run keeps its tail; done drops it.
+	if got := f.fill(core); got[0].StdoutTail != "a's output\n" {
+		t.Fatalf("a run not yet done lost its tail: %q", got[0].StdoutTail)
 	}
 	doneA()
 	if got := f.fill(core); got[0].StdoutTail != "" {
@@ -52,9 +56,38 @@ func TestInFlightFillsThePollsInvocations(t *testing.T) {
 	}
 }
 
+// The done of a run is its own: when b starts again before the first b's
+// done runs, that done leaves the second b's cancel and tail in place.
+func TestInFlightDoneForgetsOnlyItsOwnEntry(t *testing.T) {
+	var f workInFlight
+	parent := context.Background()
+	firstCtx, _, firstDone := f.start(parent, runKey("b"))
+	secondCtx, secondTail, secondDone := f.start(parent, runKey("b"))
+	secondTail.Write([]byte("second try"))
+	firstDone()
+	if firstCtx.Err() == nil {
+		t.Fatal("the first b's done left its context live")
+	}
+	cancel := f.cancelOf(runKey("b"))
+	if cancel == nil {
+		t.Fatal("the first b's done forgot the second b: it cannot be cancelled")
+	}
+	core := []wire.InvocationStatus{{InvocationID: "b", State: wire.StateRunning}}
+	if got := f.fill(core); got[0].StdoutTail != "second try" {
+		t.Fatalf("the second b's tail after the first b's done: %q, want %q", got[0].StdoutTail, "second try")
+	}
+	cancel()
+	if secondCtx.Err() == nil {
+		t.Fatal("the cancel found did not stop the second b")
+	}
+	secondDone()
+	if len(f.m) != 0 {
+		t.Fatalf("entries left: %v", f.m)
+	}
+}
+
 // An exec and a run with the same id are two entries: cancelling one
 // leaves the other running, and the end of one does not forget the other.
-// A run that ended can be cancelled until it is done.
 func TestInFlightKeysExecsAndRunsApart(t *testing.T) {
 	var f workInFlight
 	parent := context.Background()
@@ -71,10 +104,9 @@ func TestInFlightKeysExecsAndRunsApart(t *testing.T) {
 	if f.cancelOf(execKey("x")) != nil {
 		t.Fatal("an exec done is still in flight")
 	}
-	f.ended(runKey("x"))
 	cancel := f.cancelOf(runKey("x"))
 	if cancel == nil {
-		t.Fatal("a run that ended, not yet done, cannot be cancelled")
+		t.Fatal("the exec's done forgot the run under its id")
 	}
 	cancel()
 	if runCtx.Err() == nil {
@@ -89,5 +121,29 @@ func TestInFlightKeysExecsAndRunsApart(t *testing.T) {
 	done()
 	if ctx.Err() == nil {
 		t.Fatal("done left the context live")
+	}
+}
+
+// A cancel's log names what it cancels by the id's own kind: an exec_id
+// and an invocation_id may be the same string.
+func TestCancelOneLogsWhichWork(t *testing.T) {
+	logs := &testkit.SyncBuffer{}
+	d := newDriver(Options{Transport: &recordingTransport{}, Log: slog.New(slog.NewTextHandler(logs, nil))})
+	defer d.stop()
+	ctx, _, done := d.inFlight.start(d.work, execKey("x"))
+	defer done()
+	d.cancelOne(daemon.CancelWork{ExecID: "x"})
+	if ctx.Err() == nil {
+		t.Fatal("exec x not cancelled")
+	}
+	d.cancelOne(daemon.CancelWork{InvocationID: "x"})
+	want := []string{
+		`msg=cancelling exec_id=x`,
+		`msg="cancel of work that already ended" invocation_id=x`,
+	}
+	for _, w := range want {
+		if !strings.Contains(logs.String(), w) {
+			t.Errorf("log has no %q:\n%s", w, logs.String())
+		}
 	}
 }

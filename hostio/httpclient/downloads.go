@@ -149,25 +149,16 @@ func (d *Downloads) getRelayed(ctx context.Context, target *url.URL, headers map
 		return nil, 0, fmt.Errorf("%s: %w", what, err)
 	}
 	if resp.Status != http.StatusOK {
-		msg := strings.TrimSpace(string(resp.Body[:min(len(resp.Body), 512)]))
 		v, refusal := wire.ReadRefusal(resp.Body)
-		switch {
-		case refusal && v.Error == wire.ErrRelayRefused, resp.Status == http.StatusBadRequest && len(resp.Body) == 0:
-			// The relay's own refusal (as its client hands it on, or bare
-			// from another transport): serve never answers 400 without
-			// saying why.
-			msg = "refused by the relay"
-			if v.Message != "" {
-				msg += " (" + v.Message + ")"
-			}
-			if resp.Status == http.StatusBadRequest {
-				msg += ": a relay that does not forward downloads (docs/protocol.md, \"Downloads through a relay\") admits the daemon routes only"
-			}
-		case refusal:
-			msg = v.Error
-			if v.Message != "" {
-				msg += " (" + v.Message + ")"
-			}
+		if !refusal {
+			msg := strings.TrimSpace(string(resp.Body[:min(len(resp.Body), 512)]))
+			return nil, 0, fmt.Errorf("%s: status %d: %s", what, resp.Status, msg)
+		}
+		msg := v.Text()
+		if v.Error == wire.ErrRelayRefused && resp.Status == http.StatusBadRequest {
+			// The relay's own 400 to a download is its allow-list (the
+			// daemon routes only) more often than not: say what to change.
+			msg += ": a relay that does not forward downloads (docs/protocol.md, \"Downloads through a relay\") admits the daemon routes only"
 		}
 		return nil, 0, fmt.Errorf("%s: status %d: %s", what, resp.Status, msg)
 	}

@@ -3,6 +3,7 @@ package httpclient
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/nymphd/nymph/hostio/transport"
+	"github.com/nymphd/nymph/wirecore/frame"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
 
@@ -160,34 +162,94 @@ func TestDownloadsGetThroughARelay(t *testing.T) {
 	}
 }
 
+// relayRefusal is a relay's own refusal (a status and a message, no
+// upstream body) as a relayed transport hands it on: frame's parse of an
+// id reply or, raw, of a relay_error map.
+func relayRefusal(t *testing.T, raw bool, status int, message string) transport.Response {
+	t.Helper()
+	var r frame.Reply
+	var err error
+	if raw {
+		payload, _ := (&wire.RelayErrorReply{RelayError: wire.RelayFailure{Status: wire.Int(status), Message: message}}).MarshalMsg(nil)
+		r, err = frame.ParseRawReply(payload)
+	} else {
+		payload, _ := (&wire.RelayReply{ID: "01J.1", Status: wire.Int(status), RelayError: &wire.RelayReplyError{Message: message}}).MarshalMsg(nil)
+		var mine bool
+		if r, mine, err = frame.ParseReply(payload, "01J.1"); !mine {
+			t.Fatal("the reply is not the request's")
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return transport.Response{Status: r.Status, Body: r.Body}
+}
+
+// planeRefusal is a control plane's own refusal body, msgpack or JSON, as
+// a relay hands the upstream's answer on.
+func planeRefusal(t *testing.T, asJSON bool, status int, v wire.ValidationError) transport.Response {
+	t.Helper()
+	var body []byte
+	var err error
+	if asJSON {
+		body, err = json.Marshal(v)
+	} else {
+		body, err = v.MarshalMsg(nil)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return transport.Response{Status: status, Body: body}
+}
+
 // The relay's answers: a non-200 is an error naming the status and the
-// endpoint, a relay's own refusal (400 with no body) says so, a failed
-// trip is wrapped, and a body over limit is refused.
+// endpoint; a refusal body, the relay's own or the control plane's, is
+// read (bounded) rather than quoted; a relay's own 400 says which relay
+// refuses a download; a bare 400 from upstream is not taken for the
+// relay's; a failed trip is wrapped, and a body over limit is refused.
 func TestDownloadsGetThroughARelayErrors(t *testing.T) {
 	d, err := NewDownloads("https://plane:8383", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	const u = "https://plane:8383/v1/blobs/ns/k?exp=1&size=0&sig=abc"
+	const notForwarded = "status 400: relay_refused (endpoint /v1/blobs/ns/k is not allowed by this relay): a relay that does not forward downloads"
+	long := strings.Repeat("x", 10*wire.MaxRefusalText)
 	for _, tc := range []struct {
+		name  string
 		relay fakeRelay
 		limit int64
 		want  string
+		not   string
 	}{
-		{fakeRelay{resp: transport.Response{Status: 404, Body: []byte("no such blob\n")}}, 100,
-			"POST /v1/blobs/ns/k through the relay (download of https://plane:8383/v1/blobs/ns/k?…): status 404: no such blob"},
-		{fakeRelay{resp: transport.Response{Status: 403, Body: []byte("URL expired")}}, 100, "status 403: URL expired"},
-		{fakeRelay{resp: transport.Response{Status: 400, Body: []byte{}}}, 100, "status 400: refused by the relay"},
-		{fakeRelay{err: errors.New("no relay is reading")}, 100, "POST /v1/blobs/ns/k through the relay (download of https://plane:8383/v1/blobs/ns/k?…): no relay is reading"},
-		{fakeRelay{resp: transport.Response{Status: 200, Body: make([]byte, 101)}}, 100, "101 bytes, over the 100-byte limit"},
+		{"not found", fakeRelay{resp: transport.Response{Status: 404, Body: []byte("no such blob\n")}}, 100,
+			"POST /v1/blobs/ns/k through the relay (download of https://plane:8383/v1/blobs/ns/k?…): status 404: no such blob", ""},
+		{"text body", fakeRelay{resp: transport.Response{Status: 403, Body: []byte("URL expired")}}, 100, "status 403: URL expired", ""},
+		{"relay's own, id reply", fakeRelay{resp: relayRefusal(t, false, 400, "endpoint /v1/blobs/ns/k is not allowed by this relay")}, 100, notForwarded, ""},
+		{"relay's own, raw reply", fakeRelay{resp: relayRefusal(t, true, 400, "endpoint /v1/blobs/ns/k is not allowed by this relay")}, 100, notForwarded, ""},
+		{"relay's own, oversize", fakeRelay{resp: relayRefusal(t, false, 413, "request of 300 MiB, over the frame ceiling")}, 100,
+			"status 413: relay_refused (request of 300 MiB, over the frame ceiling)", "does not forward"},
+		{"plane's own, msgpack", fakeRelay{resp: planeRefusal(t, false, 403, wire.ValidationError{Error: "forbidden", Message: "URL expired"})}, 100,
+			"status 403: forbidden (URL expired)", "relay_refused"},
+		{"plane's own, JSON", fakeRelay{resp: planeRefusal(t, true, 400, wire.ValidationError{Error: "bad_query", Message: "no sig"})}, 100,
+			"status 400: bad_query (no sig)", "relay_refused"},
+		{"plane's own, long", fakeRelay{resp: planeRefusal(t, false, 403, wire.ValidationError{Error: "forbidden", Message: long})}, 100,
+			"status 403: forbidden (xxx", long[:wire.MaxRefusalText]},
+		{"bare 400 from upstream", fakeRelay{resp: transport.Response{Status: 400, Body: []byte{}}}, 100, "status 400: ", "does not forward"},
+		{"trip failed", fakeRelay{err: errors.New("no relay is reading")}, 100, "POST /v1/blobs/ns/k through the relay (download of https://plane:8383/v1/blobs/ns/k?…): no relay is reading", ""},
+		{"over limit", fakeRelay{resp: transport.Response{Status: 200, Body: make([]byte, 101)}}, 100, "101 bytes, over the 100-byte limit", ""},
 	} {
 		relay := tc.relay
 		_, _, err := d.Through(&relay).Get(context.Background(), u, nil, tc.limit)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("err %v, want %q", err, tc.want)
+			t.Errorf("%s: err %.400v, want %q", tc.name, err, tc.want)
+			continue
+		}
+		if tc.not != "" && strings.Contains(err.Error(), tc.not) {
+			t.Errorf("%s: err %.400v, want no %.40q", tc.name, err, tc.not)
 		}
 		if strings.Contains(err.Error(), "sig=") {
-			t.Errorf("the error shows the signature: %v", err)
+			t.Errorf("%s: the error shows the signature: %v", tc.name, err)
 		}
 	}
 }

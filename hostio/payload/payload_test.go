@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"github.com/nymphd/nymph/hostio/httpclient"
 	"github.com/nymphd/nymph/hostio/payload"
 	"github.com/nymphd/nymph/hostio/transport"
+	"github.com/nymphd/nymph/wirecore/frame"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
 
@@ -242,6 +244,10 @@ type relayPlane struct {
 	status  int    // the download's answer, 200 when 0
 	posts   []*transport.Request
 	refused bool // answer as a relay that does not know the download routes
+	// refusal, when set, is the control plane's own refusal of the
+	// download, encoded as JSON when asJSON.
+	refusal *wire.ValidationError
+	asJSON  bool
 }
 
 func (p *relayPlane) CanWithdraw() bool { return false }
@@ -255,7 +261,24 @@ func (p *relayPlane) RoundTrip(_ context.Context, req *transport.Request) (*tran
 	}
 	switch {
 	case p.refused:
-		return &transport.Response{Status: http.StatusBadRequest, Body: []byte{}}, nil
+		// What a relayed transport hands on: frame's parse of the relay's
+		// id reply carrying a relay_error and no upstream body.
+		reply, _ := (&wire.RelayReply{ID: "01J.2", Status: http.StatusBadRequest,
+			RelayError: &wire.RelayReplyError{Message: "endpoint " + req.Endpoint + " is not allowed by this relay"}}).MarshalMsg(nil)
+		r, mine, err := frame.ParseReply(reply, "01J.2")
+		if err != nil || !mine {
+			p.t.Fatalf("relay reply: mine %v, err %v", mine, err)
+		}
+		return &transport.Response{Status: r.Status, Body: r.Body}, nil
+	case p.refusal != nil:
+		body, err := p.refusal.MarshalMsg(nil)
+		if p.asJSON {
+			body, err = json.Marshal(p.refusal)
+		}
+		if err != nil {
+			p.t.Fatal(err)
+		}
+		return &transport.Response{Status: http.StatusForbidden, Body: body}, nil
 	case p.status != 0:
 		return &transport.Response{Status: p.status, Body: []byte("no such blob\n")}, nil
 	case len(req.Body) != 0 || req.Headers[wire.HeaderDownloadQuery] != "exp=9&size=0&sig=ok":
@@ -306,7 +329,13 @@ func TestFetchThroughARelayReportsRefusals(t *testing.T) {
 		"forbidden": {relayPlane{url: "https://plane.invalid:8383/v1/blobs/ns1/k/1?exp=1&size=0&sig=bad"},
 			"status 403: bad signature"},
 		"old relay": {relayPlane{refused: true, url: "https://plane.invalid:8383/v1/blobs/ns1/k/1?exp=9&size=0&sig=ok"},
-			"status 400: refused by the relay"},
+			"status 400: relay_refused (endpoint /v1/blobs/ns1/k/1 is not allowed by this relay): a relay that does not forward downloads"},
+		"plane's refusal, msgpack": {relayPlane{refusal: &wire.ValidationError{Error: "expired", Message: "URL expired 5s ago"},
+			url: "https://plane.invalid:8383/v1/blobs/ns1/k/1?exp=9&size=0&sig=ok"},
+			"status 403: expired (URL expired 5s ago)"},
+		"plane's refusal, JSON": {relayPlane{refusal: &wire.ValidationError{Error: "expired", Message: "URL expired 5s ago"}, asJSON: true,
+			url: "https://plane.invalid:8383/v1/blobs/ns1/k/1?exp=9&size=0&sig=ok"},
+			"status 403: expired (URL expired 5s ago)"},
 		"other origin": {relayPlane{url: "https://bucket.example/ns1/k/1?sig=ok"},
 			"not on the control plane's origin https://plane.invalid:8383"},
 		"other port": {relayPlane{url: "https://plane.invalid/v1/blobs/ns1/k/1?sig=ok"},

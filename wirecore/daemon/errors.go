@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"fmt"
 	"strconv"
 
 	"github.com/nymphd/nymph/wirecore/wire"
@@ -20,18 +19,10 @@ func validationText(body []byte) string {
 	case !ok:
 		return "status 422" + bodySnippet(body)
 	case v.Field != "":
-		return fmt.Sprintf("invalid field %s: %s", v.Field, v.Error) + inParens(v.Message)
+		return "invalid field " + v.Field + ": " + v.Text()
 	default:
-		return "status 422: " + v.Error + inParens(v.Message)
+		return "status 422: " + v.Text()
 	}
-}
-
-// inParens renders a body's optional message after its code.
-func inParens(msg string) string {
-	if msg == "" {
-		return ""
-	}
-	return " (" + msg + ")"
 }
 
 // statusText describes a refusal that may heal (5xx, 408, 429): the
@@ -39,29 +30,21 @@ func inParens(msg string) string {
 // daemon that keeps retrying says why (a control plane whose worker
 // limit is reached).
 func statusText(status int, body []byte) string {
-	v, ok := wire.ReadRefusal(body)
-	if !ok {
-		return errText(nil, status)
+	if v, ok := wire.ReadRefusal(body); ok {
+		return errText(nil, status) + ": " + v.Text()
 	}
-	text := v.Error + inParens(v.Message)
-	if len(text) > maxRefusalText { // a peer's body, logged on every retry
-		text = text[:maxRefusalText] + "…"
-	}
-	return errText(nil, status) + ": " + text
+	return errText(nil, status)
 }
 
 // refusalText describes a refusal that will not heal: the body's {error,
 // message} when it has them (a control plane's, or a relay's own refusal
 // as its client hands it on), else the body's first bytes.
 func refusalText(status int, body []byte) string {
-	if _, ok := wire.ReadRefusal(body); ok {
-		return statusText(status, body)
+	if v, ok := wire.ReadRefusal(body); ok {
+		return errText(nil, status) + ": " + v.Text()
 	}
 	return errText(nil, status) + bodySnippet(body)
 }
-
-// maxRefusalText bounds the part of a refusal's body statusText keeps.
-const maxRefusalText = 300
 
 // errText describes a failed request: the transport error, or the status.
 func errText(err error, status int) string {

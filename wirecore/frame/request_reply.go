@@ -107,23 +107,33 @@ func ParseReply(payload []byte, id string) (reply Reply, mine bool, err error) {
 	if err != nil || len(rest) != 0 || r.ID == "" || r.ID != id {
 		return Reply{}, false, nil
 	}
-	if r.RelayError != nil && r.Status == 0 {
-		return Reply{}, true, &RelayError{Message: r.RelayError.Message}
-	}
-	if r.RelayError != nil && len(r.Body) == 0 {
-		return refusal(int(r.Status), r.RelayError.Message), true, nil
+	if r.RelayError != nil {
+		reply, err = relayFailure(int(r.Status), r.RelayError.Message, r.Body)
+		return reply, true, err
 	}
 	return Reply{Status: int(r.Status), Body: nonNil(r.Body)}, true, nil
+}
+
+// relayFailure is what a reply carrying a relay_error, id or raw, stands
+// for: with status 0 no response at all (a RelayError); with no body a
+// refusal the relay made itself; else the upstream's answer, kept as it
+// came.
+func relayFailure(status int, message string, body []byte) (Reply, error) {
+	switch {
+	case status == 0:
+		return Reply{}, &RelayError{Message: message}
+	case len(body) == 0:
+		return refusal(status, message), nil
+	}
+	return Reply{Status: status, Body: body}, nil
 }
 
 // refusal is a status the relay answered itself, with no upstream body:
 // its message becomes a body of the shape a control plane refuses with
 // (wire.ErrRelayRefused), which the daemon reads and logs.
 func refusal(status int, message string) Reply {
-	body, err := (&wire.ValidationError{Error: wire.ErrRelayRefused, Message: message}).MarshalMsg(nil)
-	if err != nil {
-		body = []byte{}
-	}
+	// A map of strings: encoding it cannot fail.
+	body, _ := (&wire.ValidationError{Error: wire.ErrRelayRefused, Message: message}).MarshalMsg(nil)
 	return Reply{Status: status, Body: body}
 }
 
@@ -132,13 +142,7 @@ func refusal(status int, message string) Reply {
 // {relay_error: {status, message, body}} map.
 func ParseRawReply(payload []byte) (Reply, error) {
 	if f, ok := RawRelayError(payload); ok {
-		if f.Status == 0 {
-			return Reply{}, &RelayError{Message: f.Message}
-		}
-		if len(f.Body) == 0 {
-			return refusal(int(f.Status), f.Message), nil
-		}
-		return Reply{Status: int(f.Status), Body: nonNil(f.Body)}, nil
+		return relayFailure(int(f.Status), f.Message, f.Body)
 	}
 	return Reply{Status: 200, Body: append([]byte{}, payload...)}, nil
 }
