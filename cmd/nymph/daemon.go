@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 
@@ -209,7 +208,7 @@ func daemonMain(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, log *
 		Payloads:   payloads,
 
 		DeliveryPath: deliveryPath,
-		SetLogLevel:  func(l string) { level.Set(parseLevel(l)) },
+		SetLogLevel:  func(l string) { level.Set(slogLevel(wire.LogLevel(l))) },
 
 		// systemd's READY, STOPPING and watchdog, when it started the daemon.
 		Supervisor: newSupervisor(env.getenv, log),
@@ -282,7 +281,7 @@ func hostMachine(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, keep
 		Tags: tags, Lanes: cfg.Daemon.Lanes, Runners: kinds, Workdir: cfg.Runtime.Workdir,
 		Versions: probed.Versions, DaemonVersion: Version, DefaultRunner: cfg.Runtime.DefaultRunner,
 		Extensions: announcedExtensions(cfg),
-		LogLevel:   machineLogLevel(cfg.Log.Level),
+		LogLevel:   cfg.Log.Level,
 		Queue:      cfg.Daemon.Queue, WaitMaxS: cfg.Poll.WaitMaxS, RetryMinS: cfg.Poll.RetryMinS,
 		RetryMaxS: cfg.Poll.RetryMaxS, MaxInvocations: cfg.Runtime.MaxInvocations,
 		KeepAliveS: cfg.Runtime.KeepAliveS, GraceS: cfg.Shutdown.GraceS,
@@ -346,7 +345,7 @@ func newLogger(w io.Writer, c daemonconfig.Log) *slog.Logger {
 // newLeveledLogger is newLogger whose level is lv, set from c.Level here
 // and later by the control plane's live configuration.
 func newLeveledLogger(w io.Writer, c daemonconfig.Log, lv *slog.LevelVar) *slog.Logger {
-	lv.Set(parseLevel(c.Level))
+	lv.Set(slogLevel(wire.LogLevel(c.Level)))
 	opts := &slog.HandlerOptions{Level: lv}
 	if c.Format == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))
@@ -354,20 +353,12 @@ func newLeveledLogger(w io.Writer, c daemonconfig.Log, lv *slog.LevelVar) *slog.
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// parseLevel maps a level name ([log] level, or the plane's live
-// log.level) to slog's; anything else is info.
-// machineLogLevel is the file's level as the machine compares live
-// levels with it: canonical, so a file's "warning" and a live "warn" are
-// the same level, not a change.
-func machineLogLevel(name string) string {
-	if l, ok := wire.ParseFileLogLevel(name); ok {
-		return string(l)
-	}
-	return strings.ToLower(name)
-}
-
-func parseLevel(s string) slog.Level {
-	l, _ := wire.ParseFileLogLevel(s)
+// slogLevel is the one mapping of a canonical wire.LogLevel to slog's, for
+// the daemon's [log] level (canonical once daemonconfig validated it), the
+// plane's live log.level and nymph relay --log-level. A name that is none
+// of the levels logs at info: every caller has parsed its input already,
+// so that is only a fallback that never silences a logger.
+func slogLevel(l wire.LogLevel) slog.Level {
 	switch l {
 	case wire.LogDebug:
 		return slog.LevelDebug

@@ -112,14 +112,3 @@ func TestDaemonRefusesATokenFileOthersCanAccess(t *testing.T) {
 		}
 	}
 }
-
-// TestMachineLogLevelIsCanonical: the level the machine starts with is
-// the canonical name, so a live "warn" after a file's "WARNING" is no
-// change.
-func TestMachineLogLevelIsCanonical(t *testing.T) {
-	for in, want := range map[string]string{"WARNING": "warn", "warning": "warn", "Info": "info", "debug": "debug", "": ""} {
-		if got := machineLogLevel(in); got != want {
-			t.Errorf("machineLogLevel(%q) = %q, want %q", in, got, want)
-		}
-	}
-}

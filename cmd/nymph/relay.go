@@ -8,6 +8,7 @@ import (
 
 	"github.com/nymphd/nymph/hostio/daemonconfig"
 	"github.com/nymphd/nymph/relay"
+	"github.com/nymphd/nymph/wirecore/wire"
 )
 
 // runRelay parses the relay's flags (each also from the environment) and
@@ -29,7 +30,7 @@ func runRelay(ctx context.Context, env *cliEnv, args []string) int {
 	fs.DurationVar(&cfg.SpoolInterval, "spool-interval", relay.DefaultSpoolInterval, "how often spool directories are polled")
 	fs.BoolVar(&cfg.AllowSharedWriters, "allow-shared-writers", false, "accept machine directories and pipes every user may write")
 	fs.StringVar(&statusAddr, "status-listen", "", "loopback address serving /metrics and /status (off when empty)")
-	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&logLevel, "log-level", string(wire.LogInfo), "log level: "+wire.LogLevelChoices)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -37,12 +38,14 @@ func runRelay(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintln(env.stderr, "usage: nymph relay --prefix DIR --upstream URL --token-file FILE [flags]")
 		return 2
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-		fmt.Fprintf(env.stderr, "nymph relay: --log-level: %v\n", err)
+	// The daemon's level names (its config file's, aliases included), so
+	// one fleet's relays and daemons are set with the same words.
+	level, ok := wire.ParseFileLogLevel(logLevel)
+	if !ok {
+		fmt.Fprintf(env.stderr, "nymph relay: --log-level %q: want %s\n", logLevel, wire.LogLevelChoices)
 		return 2
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: level}))
+	cfg.Logger = slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slogLevel(level)}))
 	if limit, err := relay.RaiseFileLimit(); err != nil {
 		cfg.Logger.Warn("relay: open-file limit unchanged", "err", err)
 	} else {

@@ -140,7 +140,11 @@ type Identity struct {
 // Log is [log]: slog output format ("text" or "json") and level.
 type Log struct {
 	Format string `toml:"format"`
-	Level  string `toml:"level"`
+	// Level is a wire.LogLevel's canonical name once Validate has passed
+	// the config: the file may also spell it in any case or by an alias
+	// ("warning"), and Validate resolves that once, so the logger and the
+	// machine's live log.level see one name per level.
+	Level string `toml:"level"`
 }
 
 // Defaults returns the built-in configuration used when no file exists.
@@ -277,6 +281,8 @@ func Parse(path string, data []byte) (Loaded, error) {
 const MaxSeconds = 1e9
 
 // Validate checks values whose type is right but whose meaning is not.
+// It also stores log.level by its canonical name (Log.Level), the one
+// value it rewrites: every config the daemon runs with passes here.
 func (c *Config) Validate() error {
 	var errs []string
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
@@ -345,7 +351,9 @@ func (c *Config) Validate() error {
 	default:
 		bad("log.format = %q: want text or json", c.Log.Format)
 	}
-	if _, ok := wire.ParseFileLogLevel(c.Log.Level); !ok {
+	if l, ok := wire.ParseFileLogLevel(c.Log.Level); ok {
+		c.Log.Level = string(l)
+	} else {
 		bad("log.level = %q: want %s", c.Log.Level, wire.LogLevelChoices)
 	}
 	for _, t := range c.Daemon.Tags {

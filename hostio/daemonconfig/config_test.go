@@ -109,10 +109,17 @@ level = "debug"
 			edit: func(c *Config) { c.Poll.RetryMinS, c.Poll.RetryMaxS = 5, 5 },
 		},
 		{
-			// The file's alias, kept as written: the logger maps it.
+			// The file's alias is resolved here, once, to the canonical
+			// name: the logger and the machine's live log.level then
+			// compare one name, so a live "warn" is no change.
 			name: "log level alias",
 			file: "[log]\nlevel = \"WARNING\"\n",
-			edit: func(c *Config) { c.Log.Level = "WARNING" },
+			edit: func(c *Config) { c.Log.Level = "warn" },
+		},
+		{
+			name: "log level in upper case",
+			file: "[log]\nlevel = \"Debug\"\n",
+			edit: func(c *Config) { c.Log.Level = "debug" },
 		},
 		{name: "unknown log level", file: "[log]\nlevel = \"trace\"\n", err: `log.level = "trace": want debug, info, warn or error`},
 		{name: "empty container entry", file: "[runtime]\ncontainer_entry = []\n", err: "runtime.container_entry is empty"},

@@ -6,9 +6,10 @@
 // What it decides:
 //
 //   - Before anything is fetched, the update is held to the rule the
-//     daemon's machine applies to the command (daemon.CheckOTA): the
+//     daemon's machine applies to the command (wire.CheckOTA): the
 //     sha256 has its form (exactly 64 hex characters, wire.ValidSHA256),
-//     and a version equal to the running one is no update at all.
+//     the version and the url are not empty, and a version equal to the
+//     running one is no update at all.
 //   - The download is a GET with no credential of any kind, whatever its
 //     origin: a release is a public artefact whose integrity comes from the
 //     sha256, which arrived on the daemon's own authenticated poll. So

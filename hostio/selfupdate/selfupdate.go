@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/nymphd/nymph/hostio/httpclient"
-	"github.com/nymphd/nymph/wirecore/daemon"
 	"github.com/nymphd/nymph/wirecore/ulid"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
@@ -36,8 +35,8 @@ const (
 const PreviousSuffix = ".previous"
 
 // ErrSameVersion is an update to the running version: nothing is done.
-// It wraps daemon.ErrOTASameVersion.
-var ErrSameVersion = fmt.Errorf("selfupdate: %w", daemon.ErrOTASameVersion)
+// It wraps wire.ErrOTASameVersion.
+var ErrSameVersion = fmt.Errorf("selfupdate: %w", wire.ErrOTASameVersion)
 
 // Options configure an Updater. Running and ServerURL are required.
 type Options struct {
@@ -140,23 +139,20 @@ func Executable() (string, error) {
 }
 
 // Check refuses an update that must not be fetched: any on a system that
-// cannot apply one (Windows), one the daemon's own rule refuses
-// (daemon.CheckOTA: a sha256 that is not 64 hex characters, or the
-// running version, ErrSameVersion), no version or no url.
+// cannot apply one (Windows), and one the daemon's machine refuses too
+// (wire.CheckOTA: a sha256 that is not 64 hex characters, no version, no
+// url, or the running version, ErrSameVersion). The rule is checked here
+// again because an Updater can be driven without the machine.
 func (u *Updater) Check(up wire.OTAUpdate) error {
 	if err := supported(); err != nil {
 		return err
 	}
-	err := daemon.CheckOTA(up, u.opt.Running)
+	err := wire.CheckOTA(up, u.opt.Running)
 	switch {
-	case errors.Is(err, daemon.ErrOTASameVersion):
+	case errors.Is(err, wire.ErrOTASameVersion):
 		return ErrSameVersion
 	case err != nil:
 		return refusal(up, err)
-	case up.Version == "":
-		return errors.New("selfupdate: version is empty")
-	case up.URL == "":
-		return errors.New("selfupdate: url is empty")
 	}
 	return nil
 }
@@ -201,7 +197,7 @@ func (u *Updater) Commit(version, tmp string) error {
 // returns its path once its sha256 is up.SHA256.
 func (u *Updater) Fetch(ctx context.Context, up wire.OTAUpdate) (string, error) {
 	if !wire.ValidSHA256(up.SHA256) {
-		return "", refusal(up, daemon.ErrOTASHA256)
+		return "", refusal(up, wire.ErrOTASHA256)
 	}
 	target, err := httpclient.CheckURL("selfupdate: ota_update", up.URL)
 	if err != nil {
@@ -242,7 +238,7 @@ func (u *Updater) Fetch(ctx context.Context, up wire.OTAUpdate) (string, error) 
 
 // refusal is why up is not fetched, with the value that broke the rule.
 func refusal(up wire.OTAUpdate, err error) error {
-	if errors.Is(err, daemon.ErrOTASHA256) {
+	if errors.Is(err, wire.ErrOTASHA256) {
 		return fmt.Errorf("selfupdate: %w: %q", err, up.SHA256)
 	}
 	return fmt.Errorf("selfupdate: %w", err)

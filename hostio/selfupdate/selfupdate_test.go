@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nymphd/nymph/wirecore/daemon"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
 
@@ -93,20 +92,26 @@ func leftovers(t *testing.T, dir string) []string {
 func TestCheckRefusesBeforeAnyDownload(t *testing.T) {
 	f := newFixture(t, []byte("new"))
 	u := f.updater(t, nil)
-	for name, up := range map[string]wire.OTAUpdate{
-		"short sha":   {Version: "2", URL: f.srv.URL + "/bin", SHA256: "abc"},
-		"non-hex sha": {Version: "2", URL: f.srv.URL + "/bin", SHA256: strings.Repeat("g", 64)},
-		"65 chars":    {Version: "2", URL: f.srv.URL + "/bin", SHA256: strings.Repeat("a", 65)},
+	for name, tc := range map[string]struct {
+		up   wire.OTAUpdate
+		want error
+		text string
+	}{
+		"short sha":   {wire.OTAUpdate{Version: "2", URL: f.srv.URL + "/bin", SHA256: "abc"}, wire.ErrOTASHA256, "64 hex"},
+		"non-hex sha": {wire.OTAUpdate{Version: "2", URL: f.srv.URL + "/bin", SHA256: strings.Repeat("g", 64)}, wire.ErrOTASHA256, "64 hex"},
+		"65 chars":    {wire.OTAUpdate{Version: "2", URL: f.srv.URL + "/bin", SHA256: strings.Repeat("a", 65)}, wire.ErrOTASHA256, "64 hex"},
+		"no version":  {wire.OTAUpdate{URL: f.srv.URL + "/bin", SHA256: sum(f.body)}, wire.ErrOTANoVersion, "selfupdate: version is empty"},
+		"no url":      {wire.OTAUpdate{Version: "2", SHA256: sum(f.body)}, wire.ErrOTANoURL, "selfupdate: url is empty"},
 	} {
-		// The daemon's own rule (daemon.CheckOTA), so the machine and the
+		// The machine's own rule (wire.CheckOTA), so the machine and the
 		// updater refuse the same commands.
-		if err := u.Apply(context.Background(), up); !errors.Is(err, daemon.ErrOTASHA256) || !strings.Contains(err.Error(), "64 hex") {
-			t.Errorf("%s: Apply = %v, want daemon.ErrOTASHA256, naming 64 hex", name, err)
+		if err := u.Apply(context.Background(), tc.up); !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.text) {
+			t.Errorf("%s: Apply = %v, want %v, naming %q", name, err, tc.want, tc.text)
 		}
 	}
 	err := u.Apply(context.Background(), wire.OTAUpdate{Version: "1.0.0", URL: f.srv.URL + "/bin", SHA256: sum(f.body)})
-	if !errors.Is(err, ErrSameVersion) || !errors.Is(err, daemon.ErrOTASameVersion) {
-		t.Errorf("same version: Apply = %v, want ErrSameVersion (daemon.ErrOTASameVersion)", err)
+	if !errors.Is(err, ErrSameVersion) || !errors.Is(err, wire.ErrOTASameVersion) {
+		t.Errorf("same version: Apply = %v, want ErrSameVersion (wire.ErrOTASameVersion)", err)
 	}
 	if n := f.gets.Load(); n != 0 {
 		t.Errorf("%d downloads, want none", n)

@@ -443,7 +443,7 @@ type RefreshCapabilities struct {
 	CommandID string
 }
 
-// StartOTA: download and verify Update (it has already passed CheckOTA),
+// StartOTA: download and verify Update (it has already passed wire.CheckOTA),
 // keeping the verified binary aside, and feed back OTAFetched. The daemon
 // keeps working meanwhile. A driver without OTA support logs and ignores
 // it (nothing is fed back).

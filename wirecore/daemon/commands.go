@@ -176,15 +176,16 @@ func (m *Machine) offers(kind string) bool {
 	})
 }
 
-// otaUpdate asks for the download of an update CheckOTA passes, one at a
-// time; a draining daemon takes none.
+// otaUpdate asks for the download of an update wire.CheckOTA passes, one
+// at a time; a draining daemon takes none. A refused one is skipped here,
+// so the updater is never asked for what it would refuse.
 func (m *Machine) otaUpdate(c wire.OTAUpdateCommand) {
 	u := c.Body
-	refused := CheckOTA(u, m.cfg.DaemonVersion)
+	refused := wire.CheckOTA(u, m.cfg.DaemonVersion)
 	switch {
 	case m.draining:
 		m.skip(c.ID, c.CommandKind(), "daemon is draining")
-	case errors.Is(refused, ErrOTASameVersion):
+	case errors.Is(refused, wire.ErrOTASameVersion):
 		m.log(slog.LevelInfo, "ota_update to the running version: nothing to do",
 			slog.String("command_id", c.ID), slog.String("version", u.Version))
 	case refused != nil:
