@@ -79,3 +79,54 @@ func TestCtlTokensRevokeRotate(t *testing.T) {
 		t.Fatalf("rotate-key: %d %q %v", code, out, seen)
 	}
 }
+
+// forget NAME picks the lost worker a label names, not the live one that
+// came back under a new id with the same label; a label only a live
+// worker has goes to the plane, whose 409 says why; a label two lost
+// workers share picks neither.
+func TestCtlForgetMatchesLostWorkersFirst(t *testing.T) {
+	var deleted []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodGet && r.URL.Path == operator.PathWorkers:
+			json.NewEncoder(w).Encode([]operator.Worker{
+				{ID: "w-old", MachineID: "m-old", Label: "box", State: "lost"},
+				{ID: "w-new", MachineID: "m-new", Label: "box", State: "active"},
+				{ID: "w-live", MachineID: "m-live", Label: "solo", State: "active"},
+				{ID: "w-a", MachineID: "m-a", Label: "twin", State: "lost"},
+				{ID: "w-b", MachineID: "m-b", Label: "twin", State: "lost"},
+			})
+		case r.Method == http.MethodDelete:
+			id := strings.TrimPrefix(r.URL.Path, "/v1/admin/workers/")
+			deleted = append(deleted, id)
+			if id != "w-old" {
+				w.WriteHeader(http.StatusConflict)
+				json.NewEncoder(w).Encode(operator.Error{Error: "worker " + id + " is active, not lost"})
+				return
+			}
+			json.NewEncoder(w).Encode(operator.WorkerForgotten{WorkerID: id})
+		default:
+			w.WriteHeader(http.StatusNotFound)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	forget := func(ref string) (int, string, string) {
+		var out, errb bytes.Buffer
+		env := &cliEnv{stdin: strings.NewReader(""), stdout: &out, stderr: &errb, getenv: func(string) string { return "" },
+			signals: make(chan os.Signal)}
+		c := &ctlRun{env: env, conn: ctlConn{server: srv.URL, token: "tok"}}
+		return ctlForget(context.Background(), c, []string{ref}), out.String(), errb.String()
+	}
+
+	if code, out, errs := forget("box"); code != 0 || !strings.Contains(out, "forgot worker w-old") {
+		t.Errorf("forget box: %d stdout %q stderr %q deleted %v, want w-old (the lost one) forgotten", code, out, errs, deleted)
+	}
+	deleted = nil
+	if code, _, errs := forget("solo"); code == 0 || !strings.Contains(errs, "w-live is active, not lost") {
+		t.Errorf("forget solo: %d stderr %q deleted %v, want the plane's refusal of the live w-live", code, errs, deleted)
+	}
+	deleted = nil
+	if code, _, errs := forget("twin"); code != 1 || len(deleted) != 0 || !strings.Contains(errs, "no single worker") {
+		t.Errorf("forget twin: %d stderr %q deleted %v, want no pick between two lost workers", code, errs, deleted)
+	}
+}

@@ -58,7 +58,7 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 	retain := flags.Duration("retain", 24*time.Hour, "how long finished execs (with their logs) and invocations are kept; 0 keeps them forever")
 	verbose := flags.Bool("v", false, "log every request-level decision at debug level")
 	maxWorkers := flags.Int("max-workers", plane.DefaultMaxWorkers, "how many workers (lost ones included) serve registers; the hello of a new machine past it is refused 503 with Retry-After")
-	lostAfter := flags.Duration("lost-after", 0, "how long a worker may go without polling before it is lost and its runs are failed (default: 3 × the 20 s poll cap, 1m0s)")
+	lostAfter := flags.Duration("lost-after", plane.DefaultLostAfter, "how long a worker may go without polling before it is lost and its runs are failed")
 	forgetLost := flags.Duration("forget-lost-after", 0, "forget a worker lost for this long (its record and undelivered commands; its machine's next hello registers it afresh), as nymph ctl forget does; 0 keeps lost workers")
 	maxLargeBodies := flags.Int("max-large-bodies", wire.DefaultMaxLargeBodies, "how many request bodies over 1 MiB are read and held at once (each may cost its route's limit, 16 MiB for an ack); one more waits for a slot, then is refused 503 with Retry-After")
 	insecureOpen := flags.Bool("insecure-no-daemon-auth", false, "serve daemon routes without a bearer on a --listen address that is not loopback: anyone who reaches it can register a daemon and take its commands")

@@ -204,8 +204,10 @@ func (p *Plane) caller(now time.Time, req RequestID, a *Auth) (*worker, bool) {
 
 // actsFor holds a request to the worker it acts for (targetID, "" when
 // none): one signed by a worker's key acts for that worker only, and a
-// worker with a key is acted for by signed requests only. by is the
-// signer (nil: a bearer request); what names the request in messages.
+// worker with a key is acted for by signed requests only, and a worker
+// the plane does not have is acted for by nobody (404 unknown_worker). by
+// is the signer (nil: a bearer request); what names the request in
+// messages.
 func (p *Plane) actsFor(req RequestID, by *worker, targetID, what string) bool {
 	return p.actsForWorker(req, by, p.workers[targetID], targetID, what)
 }
@@ -225,6 +227,14 @@ func (p *Plane) actsForWorker(req RequestID, by, target *worker, targetID, what 
 			Body: ErrorBody{Error: ErrWorkerMismatch, Message: fmt.Sprintf(
 				"signed by the key of worker %s, but the %s is for %s: a worker's key acts for that worker only", by.ID(), what, target)},
 			Forgery: &Forgery{Signer: by.ID(), Target: targetID, What: what}})
+		return false
+	}
+	if target == nil && targetID != "" {
+		// A forgotten worker's record took with it what said who may act
+		// for it (its key): were it taken as a worker without one, any
+		// bearer holder could settle the runs and execs it left behind.
+		p.reply(req, StatusNotFound, ErrorBody{Error: ErrUnknownWorker,
+			Message: fmt.Sprintf("the %s is for worker %s, which this plane does not know (never registered, or forgotten)", what, targetID)})
 		return false
 	}
 	if t := target; t != nil && t.keyed() {

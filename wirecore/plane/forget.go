@@ -23,45 +23,17 @@ func (p *Plane) onForgetWorker(now time.Time, e ForgetWorker) {
 	p.reply(e.Req, StatusOK, out)
 }
 
-// forgetLost forgets the workers lost for ForgetLostAfter (Tick).
-func (p *Plane) forgetLost(now time.Time) {
-	if p.cfg.ForgetLostAfter <= 0 {
-		return
-	}
-	var stale []*worker
-	for _, w := range p.workerOrder {
-		if w.rec.State == WorkerLost && now.Sub(w.rec.LastSeen) >= p.cfg.ForgetLostAfter {
-			stale = append(stale, w)
-		}
-	}
-	if len(stale) == 0 {
-		return
-	}
-	why := fmt.Sprintf("lost for %s", p.cfg.ForgetLostAfter)
-	for _, w := range stale {
-		p.forget(w, now, why)
-	}
-	// One pass over the order for them all.
-	p.workerOrder = slices.DeleteFunc(p.workerOrder, func(o *worker) bool { return p.workers[o.ID()] != o })
-}
-
 // forget drops a lost worker: its undelivered and unconfirmed commands,
 // its execs that never finished (ended at exit code -1 with why), every
 // index that names it (its revoked keys too, as Restore would rebuild
 // them from its record, which is gone) and its record. Finished execs and
 // invocations keep its id, as history. The caller takes it out of
-// workerOrder.
+// workerOrder. A lost worker has no parked poll to answer: a poll makes it
+// active again (seen).
 func (p *Plane) forget(w *worker, now time.Time, why string) operator.WorkerForgotten {
 	id := w.ID()
-	if w.hasPoll { // a lost worker has none; kept true to the rule anyway
-		p.unpark(w.poll)
-	}
 	out := operator.WorkerForgotten{WorkerID: id}
-	msg := fmt.Sprintf("worker %s was %s before the exec finished", id, why)
-	for _, ex := range p.openExecsOf(w) {
-		p.finishExec(ex, &wire.ExecResult{ExitCode: wire.ExitSpawnFailed, Error: &msg}, now)
-		out.ExecsEnded++
-	}
+	out.ExecsEnded = p.abandonExecs(p.openExecsOf(w), fmt.Sprintf("worker %s was %s before the exec finished", id, why), now)
 	for _, list := range [][]CommandRecord{w.pending, w.unconfirmed} {
 		for _, c := range list {
 			p.deleteCommand(c.ID)
@@ -109,4 +81,16 @@ func (p *Plane) openExecsOf(w *worker) []*ExecRecord {
 		}
 	}
 	return out
+}
+
+// abandonExecs ends execs whose daemon will never report them (it
+// restarted, or their worker was forgotten) with a result at exit code
+// ExitWorkerRestarted saying msg, so nobody waits on them forever; it
+// returns how many it ended.
+func (p *Plane) abandonExecs(exs []*ExecRecord, msg string, now time.Time) int {
+	for _, ex := range exs {
+		why := msg
+		p.finishExec(ex, &wire.ExecResult{ExitCode: ExitWorkerRestarted, Error: &why}, now)
+	}
+	return len(exs)
 }

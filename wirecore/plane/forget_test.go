@@ -125,3 +125,124 @@ func TestForgetLostAfter(t *testing.T) {
 		t.Errorf("workers after the tick: %+v (only %s should remain, lost)", g.Workers, recent)
 	}
 }
+
+// forgotten reports whether the plane no longer has worker id.
+func (h *forgetHarness) forgotten(id string) bool {
+	h.t.Helper()
+	rep, _ := h.step(plane.GetWorker{WorkerID: id})
+	return rep.Status == plane.StatusNotFound
+}
+
+// A worker that hibernated for longer than ForgetLostAfter becomes lost
+// LostAfter past its wake time and is forgotten ForgetLostAfter after
+// that, not in the Tick that marks it lost (counting from its last poll
+// would), with the command queued for its return still there meanwhile.
+func TestForgetLostAfterHibernation(t *testing.T) {
+	h := &forgetHarness{t: t, p: plane.New(plane.Config{Entropy: rand.NewChaCha8([32]byte{4}), ForgetLostAfter: time.Hour}), now: t0}
+	id := h.hello("sleeper")
+	wake := t0.Add(3 * time.Hour)
+	if rep, _ := h.step(plane.EnqueueHibernate{WorkerID: id, Body: operator.HibernateRequest{UntilEpochS: float64(wake.Unix())}}); rep.Status/100 != 2 {
+		t.Fatalf("hibernate: %d %+v", rep.Status, rep.Body)
+	}
+	if rep, _ := h.step(plane.Poll{Auth: bearer, Body: wire.PollRequest{WorkerID: id, TimeoutS: 0}}); rep.Status != plane.StatusOK {
+		t.Fatalf("poll taking the hibernate: %d %+v", rep.Status, rep.Body)
+	}
+	h.step(plane.EnqueueExec{WorkerID: id, Body: operator.ExecRequest{Command: "true"}})
+
+	h.now = wake.Add(plane.DefaultLostAfter + time.Second)
+	h.tick()
+	if h.forgotten(id) {
+		t.Fatalf("forgotten in the Tick that marked it lost, %s after its wake time", plane.DefaultLostAfter+time.Second)
+	}
+	if g := h.p.Gauges(); g.Workers[plane.WorkerLost] != 1 || g.PendingCommands != 1 {
+		t.Fatalf("after waking late: workers %+v, %d commands pending; want it lost with its exec queued", g.Workers, g.PendingCommands)
+	}
+	h.now = wake.Add(plane.DefaultLostAfter + time.Hour - time.Second)
+	h.tick()
+	if h.forgotten(id) {
+		t.Fatalf("forgotten before it was lost for ForgetLostAfter")
+	}
+	h.now = wake.Add(plane.DefaultLostAfter + time.Hour)
+	if batch := h.tick(); batch == nil || !slices.Equal(batch.DeleteWorkers, []string{id}) {
+		t.Fatalf("tick batch %+v, want %s deleted once lost for an hour", batch, id)
+	}
+}
+
+// A plane restored after an outage longer than ForgetLostAfter excuses
+// the outage, as for losing a worker: the Tick that marks the fleet lost
+// does not forget it too.
+func TestForgetLostAfterRestart(t *testing.T) {
+	cfg := func() plane.Config {
+		return plane.Config{Entropy: rand.NewChaCha8([32]byte{5}), ForgetLostAfter: time.Hour}
+	}
+	h := &forgetHarness{t: t, p: plane.New(cfg()), now: t0}
+	id := h.hello("survivor")
+	h.step(plane.EnqueueExec{WorkerID: id, Body: operator.ExecRequest{Command: "true"}})
+
+	up := t0.Add(5 * time.Hour)
+	p, err := plane.Restore(cfg(), h.p.Snapshot(), up)
+	if err != nil {
+		t.Fatalf("restore: %v", err)
+	}
+	h.p, h.now = p, up.Add(plane.DefaultLostAfter+time.Second)
+	h.tick()
+	if h.forgotten(id) {
+		t.Fatalf("forgotten in the first Tick after a 5 h outage that marked it lost")
+	}
+	if g := h.p.Gauges(); g.Workers[plane.WorkerLost] != 1 || g.PendingCommands != 1 {
+		t.Fatalf("after the restart: workers %+v, %d commands pending; want it lost with its exec queued", g.Workers, g.PendingCommands)
+	}
+	h.now = up.Add(plane.DefaultLostAfter + time.Hour)
+	if batch := h.tick(); batch == nil || !slices.Equal(batch.DeleteWorkers, []string{id}) {
+		t.Fatalf("tick batch %+v, want %s deleted once lost for an hour", batch, id)
+	}
+}
+
+// Once a worker is forgotten, nobody acts for it: a bearer ack of the run
+// it was lost with, or a result or log chunk for its exec, is refused 404
+// unknown_worker rather than taken as from a worker without a key, and
+// changes nothing.
+func TestForgottenWorkerIsActedForByNobody(t *testing.T) {
+	h := &forgetHarness{t: t, p: plane.New(plane.Config{Entropy: rand.NewChaCha8([32]byte{7})}), now: t0}
+	gone := h.hello("gone")
+	inv := h.run("job")
+	h.step(plane.Poll{Auth: bearer, Body: wire.PollRequest{WorkerID: gone, TimeoutS: 0}})
+	acc, _ := h.step(plane.EnqueueExec{WorkerID: gone, Body: operator.ExecRequest{Command: "sleep 600"}})
+	execID := acc.Body.(operator.ExecAccepted).ExecID
+	h.step(plane.Poll{Auth: bearer, Body: wire.PollRequest{WorkerID: gone, TimeoutS: 0}})
+	h.now = h.now.Add(2 * time.Minute)
+	h.tick() // lost: its run fails as WorkerLost, which its own ack would overturn
+	if rep, _ := h.step(plane.ForgetWorker{WorkerID: gone}); rep.Status != plane.StatusOK {
+		t.Fatalf("forget: %d %+v", rep.Status, rep.Body)
+	}
+	exec := func() *wire.ExecResult {
+		rep, _ := h.step(plane.GetExec{ExecID: execID})
+		return rep.Body.(operator.ExecStatus).Result
+	}
+	before := exec()
+
+	for _, c := range []struct {
+		what string
+		ev   plane.Request
+	}{
+		{"ack of its run", plane.Ack{Auth: bearer, Body: wire.Ack{InvocationID: inv, State: wire.StateSucceeded}}},
+		{"ack of its run naming it", plane.Ack{Auth: bearer, Body: wire.Ack{InvocationID: inv, State: wire.StateSucceeded, WorkerID: gone}}},
+		{"result of its exec", plane.ExecResult{Auth: bearer, ExecID: execID, Body: wire.ExecResult{ExitCode: 0}}},
+		{"chunk of its exec", plane.Chunk{Auth: bearer, ExecID: execID, Data: []byte("late")}},
+	} {
+		rep, batch := h.step(c.ev)
+		body, _ := rep.Body.(plane.ErrorBody)
+		if rep.Status != plane.StatusNotFound || body.Error != plane.ErrUnknownWorker {
+			t.Errorf("%s: %d %+v, want 404 %s", c.what, rep.Status, rep.Body, plane.ErrUnknownWorker)
+		}
+		if batch != nil {
+			t.Errorf("%s wrote %+v", c.what, batch)
+		}
+	}
+	if s := h.invocationState(inv); s != plane.InvocationFailed {
+		t.Errorf("its run is %s after the refused acks, want still failed", s)
+	}
+	if after := exec(); after == nil || before == nil || after.ExitCode != before.ExitCode {
+		t.Errorf("its exec's result %+v, was %+v", after, before)
+	}
+}

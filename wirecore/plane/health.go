@@ -13,14 +13,22 @@ func (p *Plane) onTick(now time.Time) {
 	for _, req := range p.dueParked(now) {
 		p.onDeadline(now, req) // a request answered by an earlier one is skipped there
 	}
+	forgot := false
 	for _, w := range p.workerOrder {
 		if p.isLost(w, now) {
 			p.markLost(w, now)
 		}
+		if p.forgetDue(w, now) {
+			p.forget(w, now, fmt.Sprintf("lost for %s", p.cfg.ForgetLostAfter))
+			forgot = true
+		}
+	}
+	if forgot {
+		// One pass over the order for them all, after the loop over it.
+		p.workerOrder = slices.DeleteFunc(p.workerOrder, func(o *worker) bool { return p.workers[o.ID()] != o })
 	}
 	p.expireUnreported(now)
 	p.forgetFinished(now)
-	p.forgetLost(now)
 }
 
 // CountHealthFrom sets the time before which no worker's silence counts
@@ -30,21 +38,47 @@ func (p *Plane) onTick(now time.Time) {
 // plane on every request) sets it back to when its state began.
 func (p *Plane) CountHealthFrom(t time.Time) { p.restoredAt = t }
 
-// isLost: a worker that has not polled for LostAfter is lost. A parked
-// poll is a sign of life, a hibernating worker is excused until its wake
-// time, and a restart of the plane restarts everyone's window.
+// isLost: a worker silent for LostAfter (silentSince) is lost. A parked
+// poll is a sign of life.
 func (p *Plane) isLost(w *worker, now time.Time) bool {
 	if w.rec.State == WorkerLost || w.hasPoll {
 		return false
 	}
+	return now.Sub(p.silentSince(w)) > p.cfg.LostAfter
+}
+
+// forgetDue: with ForgetLostAfter, a lost worker is forgotten that long
+// after it became lost, counted from silentSince as isLost counts, so
+// whatever excused its silence there (a hibernation, the plane's own
+// restart) delays its forgetting as much, and the Tick that marks a worker
+// lost does not also forget it.
+func (p *Plane) forgetDue(w *worker, now time.Time) bool {
+	return p.cfg.ForgetLostAfter > 0 && w.rec.State == WorkerLost &&
+		now.Sub(p.silentSince(w)) >= p.cfg.LostAfter+p.cfg.ForgetLostAfter
+}
+
+// silentSince is when w's silence starts to count: its last poll, or when
+// its last parked poll was answered (its until, moved to the answer by
+// unpark): its daemon was waiting on the plane until then, and were
+// silence counted from the poll's arrival, a LostAfter below PollCap would
+// lose the worker in the Tick that answers its poll at the deadline,
+// before the daemon can poll again. But not before the plane was restored (a
+// restart restarts everyone's window: daemons could not poll a plane that
+// was down) nor before the wake time of its hibernation. markLost keeps
+// HibernateUntil (only a poll or hello clears it), so a worker lost after
+// hibernating still counts from there.
+func (p *Plane) silentSince(w *worker) time.Time {
 	since := w.rec.LastSeen
+	if w.park.kind == parkPoll && w.park.until.After(since) {
+		since = w.park.until
+	}
 	if p.restoredAt.After(since) {
 		since = p.restoredAt
 	}
-	if w.rec.State == WorkerHibernating && w.rec.HibernateUntil.After(since) {
+	if w.rec.HibernateUntil.After(since) {
 		since = w.rec.HibernateUntil
 	}
-	return now.Sub(since) > p.cfg.LostAfter
+	return since
 }
 
 // markLost fails the worker's running invocations; its undelivered
@@ -59,6 +93,12 @@ func (p *Plane) markLost(w *worker, now time.Time) {
 
 // expireUnreported fails running invocations whose worker keeps polling
 // but has not listed them for LostAfter: the daemon no longer has them.
+// An invocation listed by the worker's last parked poll counts as reported
+// until that poll was answered (its until, which unpark moves to the
+// answer): its daemon cannot list it again before the plane answers the
+// poll, which may be PollCap later, and a LostAfter below PollCap is a
+// valid setting (it only makes a daemon that stops polling lost sooner),
+// so waiting on the plane's own answer is not silence.
 func (p *Plane) expireUnreported(now time.Time) {
 	for _, id := range p.runningIDs() {
 		inv := p.invocations[id]
@@ -67,6 +107,9 @@ func (p *Plane) expireUnreported(now time.Time) {
 			continue
 		}
 		since := p.alive[id]
+		if pk := &w.park; pk.kind == parkPoll && since.Equal(pk.at) {
+			since = pk.until // keepAlive stamped it with that poll's arrival
+		}
 		if p.restoredAt.After(since) {
 			since = p.restoredAt
 		}

@@ -283,7 +283,8 @@ func (p *Plane) settledState(w *worker) string {
 }
 
 // ExitWorkerRestarted is the exit code recorded for an exec its daemon
-// lost by restarting: the spawn-failure sentinel, as for a cancellation.
+// lost by restarting, or whose worker was forgotten (abandonExecs): the
+// spawn-failure sentinel, as for a cancellation.
 const ExitWorkerRestarted = wire.ExitSpawnFailed
 
 // forgetInFlight ends what a worker had in flight when it says hello
@@ -304,8 +305,9 @@ func (p *Plane) forgetInFlight(w *worker, now time.Time, keep map[string]bool) {
 		}
 	}
 	slices.Sort(ids)
-	for _, id := range ids {
-		msg := "worker restarted before the exec finished"
-		p.finishExec(p.execs[id], &wire.ExecResult{ExitCode: ExitWorkerRestarted, Error: &msg}, now)
+	exs := make([]*ExecRecord, len(ids))
+	for i, id := range ids {
+		exs[i] = p.execs[id]
 	}
+	p.abandonExecs(exs, "worker restarted before the exec finished", now)
 }

@@ -107,7 +107,7 @@ func (p *Plane) rotate(now time.Time, w *worker, newID, enc string) {
 	p.putWorker(w)
 }
 
-func (p *Plane) onRevokeKey(e RevokeKey) {
+func (p *Plane) onRevokeKey(now time.Time, e RevokeKey) {
 	w := p.target(e.Req, e.WorkerID)
 	if w == nil {
 		return
@@ -139,7 +139,7 @@ func (p *Plane) onRevokeKey(e RevokeKey) {
 	if w.hasPoll {
 		// Its poll was let in by the key revoked now: it takes nothing more.
 		req := w.poll
-		p.unpark(req)
+		p.unpark(req, now)
 		p.refuse(req, ErrKeyRevoked, fmt.Sprintf("the key of worker %s was revoked; its host joins again with a new token (nymph ctl token)", w.ID()))
 	}
 	p.reply(e.Req, StatusOK, operator.KeyRevoked{WorkerID: w.ID(), KeyIDs: ids})

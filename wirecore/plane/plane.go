@@ -22,7 +22,8 @@ type Config struct {
 	// PollCap caps a poll's timeout_s (default DefaultPollCap).
 	PollCap time.Duration
 	// LostAfter is how long a worker may go without polling before it is
-	// lost (default 3 × PollCap).
+	// lost (default lostAfterPolls × PollCap: DefaultLostAfter at the
+	// default PollCap).
 	LostAfter time.Duration
 	// ChunkURLBase prefixes the stdout_url handed to streamed execs
 	// ("https://plane.example", no trailing slash): protocol "1" hands the
@@ -59,9 +60,11 @@ type Config struct {
 	// admits nobody.
 	RequireSignatures bool
 	// ForgetLostAfter, when positive, forgets a worker lost for that long
-	// (since it was last seen) at a Tick, as ForgetWorker does: a fleet
-	// whose machines come and go under new machine ids does not fill
-	// MaxWorkers with ones that never return. Zero keeps them.
+	// at a Tick, as ForgetWorker does: a fleet whose machines come and go
+	// under new machine ids does not fill MaxWorkers with ones that never
+	// return. It counts from when the worker became lost (LostAfter into
+	// its silence, with the same excuses for hibernation and restarts),
+	// not from its last poll. Zero keeps them.
 	ForgetLostAfter time.Duration
 	// MaxNonces bounds the nonces of signed requests the plane remembers
 	// inside the window (zero: identity.DefaultMaxNonces); past it a
@@ -72,6 +75,14 @@ type Config struct {
 // DefaultPollCap is Config.PollCap when it is not positive: the
 // daemon's default wait_max_s, so a default fleet parks for all of it.
 const DefaultPollCap = 20 * time.Second
+
+// lostAfterPolls is how many poll caps of silence make a worker lost when
+// Config.LostAfter is not set: a daemon re-polls as soon as a parked poll
+// returns, so missing several in a row is not a slow network.
+const lostAfterPolls = 3
+
+// DefaultLostAfter is Config.LostAfter when neither it nor PollCap is set.
+const DefaultLostAfter = lostAfterPolls * DefaultPollCap
 
 // DefaultMaxWorkers is Config.MaxWorkers when it is not positive.
 const DefaultMaxWorkers = 10000
@@ -229,11 +240,12 @@ func (o parkedPoll) current() bool { return o.w.hasPoll && o.w.poll == o.req }
 type parked struct {
 	kind   parkKind
 	until  time.Time
-	w      *worker // poll: whose
-	queue  string  // poll: the queue the poll asked for
-	full   bool    // poll: its daemon has no permit free (control commands only)
-	execID string  // logs
-	offset int64   // logs
+	w      *worker   // poll: whose
+	queue  string    // poll: the queue the poll asked for
+	full   bool      // poll: its daemon has no permit free (control commands only)
+	at     time.Time // poll: when it arrived: keepAlive stamped the runs it listed with it
+	execID string    // logs
+	offset int64     // logs
 }
 
 // New returns an empty plane.
@@ -253,7 +265,7 @@ func Restore(cfg Config, snap Snapshot, now time.Time) (*Plane, error) {
 		cfg.PollCap = DefaultPollCap
 	}
 	if cfg.LostAfter <= 0 {
-		cfg.LostAfter = 3 * cfg.PollCap
+		cfg.LostAfter = lostAfterPolls * cfg.PollCap
 	}
 	if cfg.MaxWorkers <= 0 {
 		cfg.MaxWorkers = DefaultMaxWorkers
@@ -571,7 +583,7 @@ func (p *Plane) dispatch(now time.Time, ev Event) {
 	case PollDeadline:
 		p.onDeadline(now, e.Req)
 	case Gone:
-		p.onGone(e.Req)
+		p.onGone(now, e.Req)
 	case Undelivered:
 		p.onUndelivered(now, e)
 	case Ack:
@@ -623,7 +635,7 @@ func (p *Plane) dispatch(now time.Time, ev Event) {
 	case ListTokens:
 		p.onListTokens(now, e)
 	case RevokeKey:
-		p.onRevokeKey(e)
+		p.onRevokeKey(now, e)
 	case ForgetWorker:
 		p.onForgetWorker(now, e)
 	}

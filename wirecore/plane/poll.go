@@ -36,7 +36,7 @@ func (p *Plane) onPoll(now time.Time, e Poll) {
 		// A daemon has one poll open at a time; an older one is a
 		// connection the daemon already gave up on.
 		old := w.poll
-		p.unpark(old)
+		p.unpark(old, now)
 		p.replyPoll(old, w, nil)
 	}
 	p.seen(w, now)
@@ -68,7 +68,7 @@ func (p *Plane) onPoll(now time.Time, e Poll) {
 	}
 	until := now.Add(wait)
 	w.poll, w.hasPoll = e.Req, true
-	w.park = parked{kind: parkPoll, until: until, w: w, queue: queue, full: full}
+	w.park = parked{kind: parkPoll, until: until, w: w, queue: queue, full: full, at: now}
 	p.parked[e.Req] = &w.park
 	p.pollOrder = append(p.pollOrder, parkedPoll{req: e.Req, w: w})
 	if len(p.pollOrder) > 2*len(p.parked)+64 {
@@ -428,7 +428,7 @@ func (p *Plane) wakeWorker(w *worker, now time.Time) {
 		return
 	}
 	req := w.poll
-	p.unpark(req)
+	p.unpark(req, now)
 	p.replyPoll(req, w, cmds)
 }
 
@@ -451,7 +451,7 @@ func (p *Plane) answerParkedPoll(w *worker, now time.Time) {
 		return
 	}
 	cmds := p.takeCommands(w, pk.queue, pk.full, now)
-	p.unpark(req)
+	p.unpark(req, now)
 	p.replyPoll(req, w, cmds)
 }
 
@@ -469,7 +469,7 @@ func (p *Plane) wakeForRuns(now time.Time) {
 		}
 		if run, ok := p.takeRun(w, w.park.queue, now); ok {
 			kept = kept[:len(kept)-1]
-			p.unpark(o.req)
+			p.unpark(o.req, now)
 			p.replyPoll(o.req, w, []CommandRecord{run})
 		}
 	}
@@ -489,8 +489,11 @@ func (p *Plane) compactPollOrder() {
 	p.pollOrder = kept
 }
 
-// unpark forgets a parked request.
-func (p *Plane) unpark(req RequestID) {
+// unpark forgets a parked request, answered (or given up) at now. A poll's
+// until becomes now if it is earlier: until is then how long its daemon
+// was waiting on the plane, which silentSince and expireUnreported do not
+// count as silence.
+func (p *Plane) unpark(req RequestID, now time.Time) {
 	pk := p.parked[req]
 	if pk == nil {
 		return
@@ -500,6 +503,9 @@ func (p *Plane) unpark(req RequestID) {
 	case parkPoll:
 		if w := pk.w; w.hasPoll && w.poll == req {
 			w.hasPoll = false
+			if now.Before(w.park.until) {
+				w.park.until = now
+			}
 		}
 	case parkLogs:
 		waits := slices.DeleteFunc(p.logWaits[pk.execID], func(r RequestID) bool { return r == req })
@@ -511,7 +517,7 @@ func (p *Plane) unpark(req RequestID) {
 	}
 }
 
-func (p *Plane) onGone(req RequestID) { p.unpark(req) }
+func (p *Plane) onGone(now time.Time, req RequestID) { p.unpark(req, now) }
 
 // onDeadline answers a parked request whose time is up.
 func (p *Plane) onDeadline(now time.Time, req RequestID) {
@@ -523,10 +529,10 @@ func (p *Plane) onDeadline(now time.Time, req RequestID) {
 	case parkPoll:
 		w := pk.w
 		cmds := p.takeCommands(w, pk.queue, pk.full, now)
-		p.unpark(req)
+		p.unpark(req, now)
 		p.replyPoll(req, w, cmds)
 	case parkLogs:
-		p.unpark(req)
+		p.unpark(req, now)
 		p.replyLogs(req, p.execs[pk.execID], pk.offset)
 	}
 }

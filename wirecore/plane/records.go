@@ -76,7 +76,9 @@ type WorkerRecord struct {
 	// LastSeen is the last hello or poll. It is persisted when it moves by
 	// more than a few seconds, not on every poll.
 	LastSeen time.Time `json:"last_seen"`
-	// HibernateUntil is set while State is WorkerHibernating.
+	// HibernateUntil is set while State is WorkerHibernating, and kept
+	// when a hibernating worker is marked lost: its silence counts from
+	// there (silentSince).
 	HibernateUntil time.Time `json:"hibernate_until,omitzero"`
 	// TargetVersion is sent as target_nymph_version until the worker's
 	// versions.daemon equals it.

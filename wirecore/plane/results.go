@@ -69,11 +69,11 @@ func (p *Plane) onAck(now time.Time, e Ack) {
 	inv.Error = cloneErrorInfo(a.Error)
 	inv.FinishedAt = now
 	p.noteFinished(false, inv.ID, now)
+	p.dequeue(inv.ID)
+	p.clearRunning(inv) // before the worker id changes: it indexes runningOn
 	if inv.WorkerID == "" {
 		inv.WorkerID = a.WorkerID
 	}
-	p.dequeue(inv.ID)
-	p.clearRunning(inv)
 	p.putInvocation(inv)
 	p.reply(e.Req, StatusOK, OK{})
 	p.answerParkedPoll(p.workers[inv.WorkerID], now)
@@ -185,7 +185,7 @@ func (p *Plane) finishExec(ex *ExecRecord, res *wire.ExecResult, now time.Time) 
 		w.openExec(ex.ExecID, false)
 	}
 	p.putExec(ex)
-	p.wakeLogs(ex)
+	p.wakeLogs(ex, now)
 }
 
 func (p *Plane) onChunk(now time.Time, e Chunk) {
@@ -197,13 +197,13 @@ func (p *Plane) onChunk(now time.Time, e Chunk) {
 		p.batch.appendChunk(ChunkRecord{ExecID: ex.ExecID, Offset: ex.LogSize, Data: e.Data, At: now})
 		ex.LogSize += int64(len(e.Data))
 		p.putExec(ex)
-		p.wakeLogs(ex)
+		p.wakeLogs(ex, now)
 	}
 	p.reply(e.Req, StatusOK, OK{})
 }
 
 // wakeLogs answers the log waits of ex that now have bytes or an end.
-func (p *Plane) wakeLogs(ex *ExecRecord) {
+func (p *Plane) wakeLogs(ex *ExecRecord, now time.Time) {
 	var ready []RequestID
 	for _, req := range p.logWaits[ex.ExecID] {
 		if pk := p.parked[req]; pk != nil && (pk.offset < ex.LogSize || ex.State == ExecFinished) {
@@ -212,7 +212,7 @@ func (p *Plane) wakeLogs(ex *ExecRecord) {
 	}
 	for _, req := range ready {
 		offset := p.parked[req].offset
-		p.unpark(req)
+		p.unpark(req, now)
 		p.replyLogs(req, ex, offset)
 	}
 }
