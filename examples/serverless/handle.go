@@ -82,7 +82,11 @@ func Handle(state []byte, now time.Time, req Request, tokens Tokens, entropy io.
 			return Response{}, fmt.Errorf("decode state: %w", err)
 		}
 	}
-	p, err := plane.Restore(plane.Config{Entropy: entropy}, st.Plane, now)
+	// Health is read from the stored state on the next request, so a
+	// poll's LastSeen is stored often enough for it (a fraction of the
+	// lost window), not every few minutes as a long-lived plane does.
+	cfg := plane.Config{Entropy: entropy, PersistSeenEvery: plane.DefaultLostAfter / 4}
+	p, err := plane.Restore(cfg, st.Plane, now)
 	if err != nil {
 		return Response{}, fmt.Errorf("restore plane: %w", err)
 	}
@@ -139,11 +143,7 @@ func Handle(state []byte, now time.Time, req Request, tokens Tokens, entropy io.
 		return Response{}, err
 	}
 	r.State, r.Parked, r.RetryAfterS = state, park != nil, reply.RetryAfterS
-	// An answered daemon request moved its worker's LastSeen, which no
-	// Persist carries (the plane stores it every few minutes): health on
-	// the next request reads it from this state.
-	_, daemon := ev.(plane.DaemonRequest)
-	if changed || daemon && reply.Status < 300 {
+	if changed {
 		if r.State, err = json.Marshal(stored{Plane: p.Snapshot(), Since: st.Since}); err != nil {
 			return Response{}, fmt.Errorf("encode state: %w", err)
 		}

@@ -1,6 +1,7 @@
 package serverless
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/json"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/nymphd/nymph/internal/strictwire"
 	"github.com/nymphd/nymph/wirecore/operator"
+	"github.com/nymphd/nymph/wirecore/plane"
 	"github.com/nymphd/nymph/wirecore/wire"
 	"github.com/tinylib/msgp/msgp"
 )
@@ -160,7 +162,7 @@ func TestSilentWorkerIsLost(t *testing.T) {
 		return *h.WorkerID
 	}
 	silent, busy := hello("silent"), hello("busy")
-	for range 12 { // two minutes of busy's polls, 10 s apart
+	for range 12 { // two minutes of busy's polls, 9 s apart
 		s.now = s.now.Add(9 * time.Second)
 		s.daemon(wire.PathPoll, &wire.PollRequest{WorkerID: busy, Queue: "default", TimeoutS: 20})
 	}
@@ -177,6 +179,37 @@ func TestSilentWorkerIsLost(t *testing.T) {
 
 // A stored state of another shape is refused with the reason, not read as
 // a fresh plane: nothing stored is silently dropped.
+// TestReaskStoresNothing: re-asking a parked poll a moment later (as
+// plane.js does within its second) leaves the stored state as it was;
+// a poll long after the last stored sign of life stores it.
+func TestReaskStoresNothing(t *testing.T) {
+	s := &store{t: t, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	one, version := "1", "0.1.0"
+	var h wire.HelloResponse
+	if _, err := h.UnmarshalMsg(s.daemon(wire.PathHello, &wire.HelloRequest{
+		MachineID: "m", Label: "m", Tags: []string{},
+		Capabilities: wire.Capabilities{Runners: []string{"process"}, MaxInvocations: 4},
+		Versions:     wire.Versions{Daemon: &version, Protocol: &one},
+	}).Body); err != nil || h.WorkerID == nil {
+		t.Fatalf("hello: %+v %v", h, err)
+	}
+	poll := &wire.PollRequest{WorkerID: *h.WorkerID, Queue: "default", TimeoutS: 20}
+	s.daemon(wire.PathPoll, poll)
+	before := s.state
+	for range 9 {
+		s.now = s.now.Add(100 * time.Millisecond)
+		s.daemon(wire.PathPoll, poll)
+	}
+	if !bytes.Equal(s.state, before) {
+		t.Error("re-asking a parked poll rewrote the stored state")
+	}
+	s.now = s.now.Add(plane.DefaultLostAfter / 2)
+	s.daemon(wire.PathPoll, poll)
+	if bytes.Equal(s.state, before) {
+		t.Error("a poll half a lost window later did not store the worker's sign of life")
+	}
+}
+
 func TestForeignStateRefused(t *testing.T) {
 	_, err := Handle([]byte(`{"workers":[{"id":"w1"}]}`), time.Now(), Request{Method: "GET", Path: operator.PathWorkers,
 		Authorization: "Bearer " + tokens.Admin}, tokens, rand.Reader)

@@ -25,6 +25,11 @@ type Config struct {
 	// lost (default lostAfterPolls × PollCap: DefaultLostAfter at the
 	// default PollCap).
 	LostAfter time.Duration
+	// PersistSeenEvery bounds how stale the LastSeen a Persist carries
+	// may be (default DefaultPersistSeenEvery). A host whose health
+	// checks read the stored value, because it restores the plane for
+	// each request (CountHealthFrom), sets it well below LostAfter.
+	PersistSeenEvery time.Duration
 	// ChunkURLBase prefixes the stdout_url handed to streamed execs
 	// ("https://plane.example", no trailing slash): protocol "1" hands the
 	// daemon a URL. Hosts set it (planeserver requires it); empty, as in
@@ -96,13 +101,14 @@ const WorkerLimitRetryAfterS = 60
 // seconds (sent as an integer).
 const SessionTTLS = 86400
 
-// persistSeenEvery bounds how stale a stored LastSeen may be: polls move
-// LastSeen in memory and only every so often in the store, so an idle
-// fleet does not write on every poll (a fleet polling every 20 s would
-// otherwise rewrite every worker record each time). A stale stored value
-// costs nothing: health counts from the restore after a restart
-// (restoredAt), and the operator API shows the in-memory value.
-const persistSeenEvery = 5 * time.Minute
+// DefaultPersistSeenEvery bounds how stale a stored LastSeen may be:
+// polls move LastSeen in memory and only every so often in the store, so
+// an idle fleet does not write on every poll (a fleet polling every 20 s
+// would otherwise rewrite every worker record each time). A stale stored
+// value costs a long-lived plane nothing: health counts from the restore
+// after a restart (restoredAt), and the operator API shows the in-memory
+// value.
+const DefaultPersistSeenEvery = 5 * time.Minute
 
 // Plane is the control-plane state machine. It is not safe for concurrent
 // use: one owner steps it.
@@ -263,6 +269,9 @@ func New(cfg Config) *Plane {
 func Restore(cfg Config, snap Snapshot, now time.Time) (*Plane, error) {
 	if cfg.PollCap <= 0 {
 		cfg.PollCap = DefaultPollCap
+	}
+	if cfg.PersistSeenEvery <= 0 {
+		cfg.PersistSeenEvery = DefaultPersistSeenEvery
 	}
 	if cfg.LostAfter <= 0 {
 		cfg.LostAfter = lostAfterPolls * cfg.PollCap

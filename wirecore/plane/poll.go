@@ -101,7 +101,7 @@ func (w *worker) uses(ext string) bool { return w.ext.Has(ext) }
 func (p *Plane) seen(w *worker, now time.Time) {
 	r := &w.rec
 	r.LastSeen = now
-	dirty := now.Sub(w.persistedSeen) >= persistSeenEvery
+	dirty := now.Sub(w.persistedSeen) >= p.cfg.PersistSeenEvery
 	if r.State == WorkerLost || r.State == WorkerHibernating {
 		r.State = p.settledState(w)
 		r.HibernateUntil = time.Time{}
