@@ -40,7 +40,6 @@ func (p *Plane) forget(w *worker, now time.Time, why string) operator.WorkerForg
 			out.CommandsDropped++
 		}
 	}
-	p.pendingTotal -= len(w.pending)
 	delete(p.workers, id)
 	if p.byMachine[w.rec.MachineID] == id {
 		delete(p.byMachine, w.rec.MachineID)

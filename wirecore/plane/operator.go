@@ -69,7 +69,6 @@ func (p *Plane) enqueue(w *worker, kind string, body []byte, now time.Time, fill
 		fill(&c)
 	}
 	w.pending = append(w.pending, c)
-	p.pendingTotal++
 	p.putCommand(c)
 	return c
 }
@@ -405,7 +404,6 @@ func (p *Plane) onKillExec(now time.Time, e KillExec) {
 			if i := slices.IndexFunc(w.pending, func(c CommandRecord) bool { return c.ExecID == ex.ExecID }); i >= 0 {
 				p.deleteCommand(w.pending[i].ID)
 				w.pending = slices.Delete(w.pending, i, i+1)
-				p.pendingTotal--
 			}
 		}
 		msg := "killed before it ran: " + killReason(e.Reason)

@@ -178,10 +178,6 @@ type Plane struct {
 	// goes stale (docs/protocol.md, "Request signatures").
 	nonces identity.NonceMemory
 
-	// pendingTotal counts the commands in every worker's pending list,
-	// for PendingCommands.
-	pendingTotal int
-
 	batch   BatchMerger // the step's
 	replies []Effect
 	out     []Effect
@@ -325,7 +321,6 @@ func Restore(cfg Config, snap Snapshot, now time.Time) (*Plane, error) {
 			w.unconfirmed = append(w.unconfirmed, c)
 		} else {
 			w.pending = append(w.pending, c)
-			p.pendingTotal++
 		}
 		p.seq = max(p.seq, c.Seq)
 	}
@@ -405,9 +400,14 @@ func (p *Plane) Step(now time.Time, ev Event) []Effect {
 func (p *Plane) Parked() int { return len(p.parked) }
 
 // PendingCommands counts the commands queued for their worker, not handed
-// out yet, without walking the workers (Gauges does, and tests hold the
-// two equal).
-func (p *Plane) PendingCommands() int { return p.pendingTotal }
+// out yet.
+func (p *Plane) PendingCommands() int {
+	n := 0
+	for _, w := range p.workerOrder {
+		n += len(w.pending)
+	}
+	return n
+}
 
 func (p *Plane) reply(req RequestID, status int, body any) {
 	p.replies = append(p.replies, Reply{Req: req, Status: status, Body: body})

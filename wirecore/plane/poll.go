@@ -186,7 +186,6 @@ func (p *Plane) takeCommands(w *worker, queue string, full bool, now time.Time) 
 		hibernate = hibernate || c.Kind == wire.KindHibernate
 	}
 	clear(w.pending[len(kept):])
-	p.pendingTotal -= len(w.pending) - len(kept)
 	w.pending = kept
 	if !hibernate && !full && w.rec.State == WorkerActive {
 		if run, ok := p.takeRun(w, queue, now); ok {
@@ -566,7 +565,6 @@ func (p *Plane) onUndelivered(now time.Time, e Undelivered) {
 		}
 	}
 	w.pending = append(back, w.pending...)
-	p.pendingTotal += len(back)
 	p.wakeWorker(w, now)
 }
 
