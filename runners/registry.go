@@ -68,12 +68,24 @@ func NewRegistry(cfg Config, offered ...Runner) *Registry {
 }
 
 // Reap has every offered Reaper stop what an earlier daemon's runs left
-// under the registry's root, in kind order.
+// under the registry's root, in kind order, all under one ReapTimeout.
+// Each record file is swept once: the docker and gvisor runners leave the
+// same container.cid, and the first of them stops what it names.
 func (r *Registry) Reap(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, ReapTimeout)
+	defer cancel()
+	swept := map[string]bool{}
 	for _, k := range r.Kinds() {
-		if rp, ok := r.runners[k].(Reaper); ok {
-			rp.Reap(ctx, r.cfg.Root, r.cfg.Log)
+		rp, ok := r.runners[k].(Reaper)
+		if !ok {
+			continue
 		}
+		l := rp.Leftovers()
+		if swept[l.File] {
+			continue
+		}
+		swept[l.File] = true
+		reapLeftovers(ctx, r.cfg.Root, l, r.cfg.Log)
 	}
 }
 

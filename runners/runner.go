@@ -15,12 +15,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/nymphd/nymph/wirecore/wire"
 )
@@ -119,66 +116,4 @@ func ScriptDone(exited error) Outcome {
 type Runner interface {
 	Kind() string
 	Run(ctx context.Context, inv Invocation) Outcome
-}
-
-// Reaper is a runner whose work can outlive a daemon killed outright in a
-// place no process group of the daemon's reaches (a container is
-// dockerd's child, not the daemon's). Reap finds what runs of an earlier
-// daemon left under root ([runtime] workdir) and stops it; the daemon
-// calls it once at start, before its first hello, when that earlier
-// daemon can no longer report those runs.
-type Reaper interface {
-	Reap(ctx context.Context, root string, log *slog.Logger)
-}
-
-// ReapTimeout bounds one runner's whole sweep of leftovers: the daemon's
-// first hello waits on it.
-const ReapTimeout = 60 * time.Second
-
-// What a Reaper's stop reports of a leftover besides stopping it.
-var (
-	// ErrLeftoverGone: what the file names is gone already (it ended,
-	// or its client's own cleanup took it); the file is removed quietly.
-	ErrLeftoverGone = errors.New("gone already")
-	// ErrNotALeftover: the file does not name anything the runner would
-	// hand its client; it is left as it is, and logged.
-	ErrNotALeftover = errors.New("does not name one")
-)
-
-// ReapLeftovers sweeps root/*/name, the file a run keeps in its workdir
-// while the daemon follows what it names (a container, a job, a Pod),
-// under one ReapTimeout for them all. stop gets each file's trimmed
-// content and stops what it names, returning what it did ("container of
-// an earlier daemon's run still there; removed") and the id it stopped,
-// which are logged and the file removed; ErrLeftoverGone and ErrNotALeftover are as they say;
-// any other error keeps the file, so the next start tries again.
-func ReapLeftovers(ctx context.Context, root, name string, log *slog.Logger, stop func(ctx context.Context, content string) (done, id string, err error)) {
-	files, err := filepath.Glob(filepath.Join(root, "*", name))
-	if err != nil || len(files) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, ReapTimeout)
-	defer cancel()
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			log.Warn("leftover of an earlier daemon's run unreadable", "file", f, "err", err)
-			continue
-		}
-		done, id, err := stop(ctx, strings.TrimSpace(string(b)))
-		switch {
-		case errors.Is(err, ErrNotALeftover):
-			log.Warn("leftover file of an earlier daemon's run left as it is", "file", f, "err", err)
-			continue
-		case errors.Is(err, ErrLeftoverGone):
-		case err != nil:
-			log.Warn("leftover of an earlier daemon's run not stopped; tried again at the next start", "file", f, "err", err)
-			continue
-		default:
-			log.Warn(done, "id", id, "file", f)
-		}
-		if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
-			log.Warn("leftover file not removed", "file", f, "err", err)
-		}
-	}
 }

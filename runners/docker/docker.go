@@ -185,9 +185,18 @@ func (r *Runner) Run(ctx context.Context, inv runners.Invocation) runners.Outcom
 			return runners.Failed(wire.ErrTypeRegistryAuth, err.Error())
 		}
 	}
-	// docker refuses an existing cidfile; a redelivered run may leave one.
-	_ = os.Remove(filepath.Join(inv.Workdir, CIDFile))
-	exited, err := r.runClient(ctx, inv, env, log)
+	// The client writes the container's id (--cidfile) once it made the
+	// container; a redelivered run may have left one it would refuse.
+	release, err := runners.Follow(inv.Workdir, CIDFile, "")
+	if err != nil {
+		return runners.Failed(wire.ErrTypeDaemon, r.kind+" runner: "+err.Error())
+	}
+	exited, stuck, err := r.runClient(ctx, inv, env, log)
+	if !stuck {
+		// With the client gone its --rm took the container, or docker
+		// stop ended it: nothing is left for the next start to stop.
+		release()
+	}
 	if o, unfinished := runners.Unfinished(err); unfinished {
 		return o
 	}
@@ -229,31 +238,38 @@ func (r *Runner) clientEnv(dc *wire.DockerConfig) []string {
 	return env
 }
 
-func (r *Runner) runClient(ctx context.Context, inv runners.Invocation, env []string, log *slog.Logger) (exited, err error) {
+// runClient runs the `docker run` client to its end. stuck is true when
+// ctx ended and the container could not be stopped: it may run on.
+func (r *Runner) runClient(ctx context.Context, inv runners.Invocation, env []string, log *slog.Logger) (exited error, stuck bool, err error) {
 	cmd := exec.Command(r.opt.Docker, r.RunArgv(inv)...)
 	cmd.Env = env
 	cmd.Dir = inv.Workdir
-	return runners.Child{Cmd: cmd, Log: log, Name: "docker runner", Spawn: r.opt.Docker,
+	// Child.Run calls OnStop, if at all, on this goroutine before it returns.
+	exited, err = runners.Child{Cmd: cmd, Log: log, Name: "docker runner", Spawn: r.opt.Docker,
 		KillGrace: r.opt.KillGrace, DrainGrace: r.opt.DrainGrace, PIDs: r.opt.PIDs, Tail: inv.Tail,
 		Started: func() { log.Info("container starting", "image", inv.Run.RunConfig.Image, "runtime", r.runtime) },
-		OnStop:  func() { r.stop(inv.Workdir, env, log) },
+		OnStop:  func() { stuck = !r.stop(inv.Workdir, env, log) },
 	}.Run(ctx)
+	return exited, stuck, err
 }
 
 // stop runs `docker stop <cid>` (SIGTERM, SIGKILL after docker's 10 s)
-// when the container id has been written.
-func (r *Runner) stop(workdir string, env []string, log *slog.Logger) {
+// when the container id has been written, and reports whether it did.
+func (r *Runner) stop(workdir string, env []string, log *slog.Logger) bool {
 	b, err := os.ReadFile(filepath.Join(workdir, CIDFile))
 	cid := strings.TrimSpace(string(b))
 	if err != nil || cid == "" {
+		// The client may still make the container once it is killed:
+		// its cidfile, should docker write one, is the next start's.
 		log.Warn("no container id yet; killing the docker client only", "err", err)
-		return
+		return false
 	}
 	cmd := exec.Command(r.opt.Docker, "stop", cid)
 	cmd.Env = env
 	if out, err := cmd.CombinedOutput(); err != nil {
-		log.Warn("docker stop failed", "cid", cid, "err", err, "output", strings.TrimSpace(string(out)))
-		return
+		log.Warn("docker stop failed; its cidfile is kept for the next start", "cid", cid, "err", err, "output", strings.TrimSpace(string(out)))
+		return false
 	}
 	log.Info("container stopped", "cid", cid)
+	return true
 }

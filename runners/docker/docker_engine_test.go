@@ -4,7 +4,6 @@ package docker_test
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -411,7 +410,7 @@ func TestReapRemovesLeftoverContainers(t *testing.T) {
 	gone := write("inv-gone", strings.Repeat("ab", 32))
 	odd := write("inv-odd", "--help")
 
-	docker.New(docker.Options{}).Reap(context.Background(), root, slog.New(slog.DiscardHandler))
+	runners.NewRegistry(runners.Config{Root: root}, docker.New(docker.Options{})).Reap(context.Background())
 
 	if out, _ := exec.Command("docker", "ps", "-a", "-q", "--no-trunc", "--filter", "id="+cid).Output(); strings.TrimSpace(string(out)) != "" {
 		t.Errorf("container %s still there after Reap", cid)

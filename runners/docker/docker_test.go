@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nymphd/nymph/internal/testkit"
 	"github.com/nymphd/nymph/runners"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
@@ -155,7 +157,8 @@ run)
 	fail) echo '{"type":"RuntimeError","message":"in container"}' > "$wd/error.json"; exit 1 ;;
 	hang) echo started > "$wd/started"; exec sleep 60 ;;
 	esac ;;
-stop) exit 0 ;;
+stop) if [ -e "` + dir + `/stop-fails" ]; then echo "Error response from daemon: cannot stop container" >&2; exit 1; fi ;;
+rm) if [ -e "` + dir + `/rm-fails" ]; then echo "Error response from daemon: cannot remove container" >&2; exit 1; fi ;;
 esac
 `
 	bin = filepath.Join(dir, "docker")
@@ -320,5 +323,65 @@ func TestScriptByExitStatus(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "s3")); err != nil {
 		t.Fatal("failed script's workdir not kept")
+	}
+}
+
+// The cidfile names the container only while the run's client carries
+// it: once the client returns it is removed, so a kept workdir costs the
+// next start nothing; it stays only when the container could not be
+// stopped, as the leftover the next start removes.
+func TestCIDFileGoesWithTheClient(t *testing.T) {
+	bin, calls := fakeDocker(t, true)
+	root := t.TempDir()
+	r := testRunner(Options{Docker: bin, KillGrace: 200 * time.Millisecond, DrainGrace: 200 * time.Millisecond})
+	// A failed run's workdir is kept, for inspection.
+	execute(t, r, root, wire.Run{InvocationID: "failed", ArgsBlob: []byte("fail"), RunConfig: wire.RunConfig{Image: "x"}})
+	if _, err := os.Stat(filepath.Join(root, "failed", CIDFile)); !os.IsNotExist(err) {
+		t.Errorf("%s kept after the client returned: %v", CIDFile, err)
+	}
+	cancelled := func(id string) {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan runners.Outcome, 1)
+		go func() {
+			done <- runners.NewRegistry(runners.Config{Root: root}, r).ExecuteAs(ctx, runners.KindDocker, wire.Run{InvocationID: id, ArgsBlob: []byte("hang"), RunConfig: wire.RunConfig{Image: "x"}}, "")
+		}()
+		testkit.WaitFile(t, 10*time.Second, filepath.Join(root, id, "started"))
+		cancel()
+		<-done
+	}
+	cancelled("stopped")
+	if _, err := os.Stat(filepath.Join(root, "stopped", CIDFile)); !os.IsNotExist(err) {
+		t.Errorf("%s kept after docker stop: %v", CIDFile, err)
+	}
+	os.WriteFile(filepath.Join(filepath.Dir(calls), "stop-fails"), nil, 0o600)
+	cancelled("stuck")
+	if b, err := os.ReadFile(filepath.Join(root, "stuck", CIDFile)); err != nil || strings.TrimSpace(string(b)) != "fakecid123" {
+		t.Errorf("%s of a container docker could not stop: %q %v, want it kept", CIDFile, b, err)
+	}
+}
+
+// The docker and gvisor runners leave the same cidfile: with both
+// offered, a leftover is handed to the client once, even one the client
+// fails to remove (which stays for the next start).
+func TestReapRemovesALeftoverOnce(t *testing.T) {
+	bin, calls := fakeDocker(t, true)
+	os.WriteFile(filepath.Join(filepath.Dir(calls), "rm-fails"), nil, 0o600)
+	root := t.TempDir()
+	cidfile := filepath.Join(root, "inv-1", CIDFile)
+	os.MkdirAll(filepath.Dir(cidfile), 0o700)
+	os.WriteFile(cidfile, []byte(strings.Repeat("ab", 32)+"\n"), 0o600)
+	var logged strings.Builder
+	reg := runners.NewRegistry(runners.Config{Root: root, Log: slog.New(slog.NewTextHandler(&logged, nil))},
+		testRunner(Options{Docker: bin}), NewGVisor(Options{Docker: bin}))
+	reg.Reap(context.Background())
+	if diff := cmp.Diff([]string{"0-rm"}, callNames(t, calls)); diff != "" {
+		t.Errorf("docker calls: %s", diff)
+	}
+	if n := strings.Count(logged.String(), "run not stopped"); n != 1 {
+		t.Errorf("leftover logged %d times, want once:\n%s", n, logged.String())
+	}
+	if _, err := os.Stat(cidfile); err != nil {
+		t.Errorf("%s of a container not removed: %v", CIDFile, err)
 	}
 }

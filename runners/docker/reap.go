@@ -3,7 +3,6 @@ package docker
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -15,25 +14,27 @@ import (
 // never handed to the docker client as an argument.
 var containerID = regexp.MustCompile(`^[0-9a-f]{12,64}$`)
 
-// Reap implements runners.Reaper. A run's `docker run` client writes the
-// container's id to its workdir's container.cid (--cidfile); when the
-// daemon is killed outright, childpids stops the client, but the
-// container is dockerd's and runs on — its PID 1 ignores the SIGTERM the
-// client forwards unless it handles it. So every root/*/container.cid
-// still present names a container of a run no daemon carries any more:
-// it is removed (docker rm -f), and so is the cidfile. A container that
-// is gone already (the client's --rm took it) costs a quiet miss.
-func (r *Runner) Reap(ctx context.Context, root string, log *slog.Logger) {
-	runners.ReapLeftovers(ctx, root, CIDFile, log, r.removeContainer)
+// Leftovers implements runners.Reaper. A run's `docker run` client writes
+// the container's id to its workdir's container.cid (--cidfile), and the
+// run removes it when the client returns, unless the container could not
+// be stopped. When the daemon is killed outright, childpids stops the
+// client, but the container is dockerd's and runs on — its PID 1 ignores
+// the SIGTERM the client forwards unless it handles it. So a cidfile still
+// present at the next start names a container that may run on with no
+// daemon carrying its run: it is removed (docker rm -f), and so is the
+// cidfile. A container that is gone already (the client's --rm took it)
+// costs a quiet miss.
+func (r *Runner) Leftovers() runners.Leftovers {
+	return runners.Leftovers{File: CIDFile, Noun: "container", Stop: r.removeContainer}
 }
 
-func (r *Runner) removeContainer(ctx context.Context, cid string) (string, string, error) {
+func (r *Runner) removeContainer(ctx context.Context, _, cid string) error {
 	switch {
 	case cid == "":
 		// docker writes the id once the container exists: none was made.
-		return "", "", runners.ErrLeftoverGone
+		return runners.ErrLeftoverGone
 	case !containerID.MatchString(cid):
-		return "", "", fmt.Errorf("%w: not a container id", runners.ErrNotALeftover)
+		return fmt.Errorf("%w: not a container id", runners.ErrNotALeftover)
 	}
 	cmd := exec.CommandContext(ctx, r.opt.Docker, "rm", "-f", cid)
 	cmd.Env = r.clientEnv(nil)
@@ -42,9 +43,9 @@ func (r *Runner) removeContainer(ctx context.Context, cid string) (string, strin
 	switch {
 	case strings.Contains(text, "No such container"):
 		// Gone with its client's --rm (`rm -f` says so and exits 0).
-		return "", "", runners.ErrLeftoverGone
+		return runners.ErrLeftoverGone
 	case err != nil:
-		return "", "", fmt.Errorf("docker rm -f %s: %w: %s", cid, err, text)
+		return fmt.Errorf("docker rm -f %s: %w: %s", cid, err, text)
 	}
-	return "container of an earlier daemon's run still there; removed", cid, nil
+	return nil
 }

@@ -118,11 +118,15 @@ func (r *Runner) Run(ctx context.Context, inv runners.Invocation) runners.Outcom
 	// Written before the apply (which may go through even if it fails)
 	// and removed when the run returns: one a daemon killed outright
 	// leaves names a Pod nobody follows, which the next daemon deletes.
-	ref := filepath.Join(inv.Workdir, PodRefFile)
-	if err := writePodRef(ref, cfg, name); err != nil {
+	ref, err := encodePodRef(cfg, name)
+	release := func() {}
+	if err == nil {
+		release, err = runners.Follow(inv.Workdir, PodRefFile, ref)
+	}
+	if err != nil {
 		log.Warn("pod not recorded; a daemon killed outright would leave it running", "err", err)
 	}
-	defer os.Remove(ref)
+	defer release()
 	if _, err := r.kubectl(ctx, manifest, ApplyArgv(cfg)...); err != nil {
 		if ctx.Err() != nil {
 			r.delete(cfg, name, log) // the apply may have gone through

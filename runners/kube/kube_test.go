@@ -349,7 +349,7 @@ func TestReapDeletesLeftoverPods(t *testing.T) {
 	ref := filepath.Join(root, "k9", PodRefFile)
 	testkit.WaitFile(t, 10*time.Second, filepath.Join(calls, "applied.json"))
 	b, err := os.ReadFile(ref)
-	if err != nil || string(b) != `{"name":"`+PodName("k9")+`","namespace":"ml","context":"prod"}` {
+	if err != nil || string(b) != `{"name":"`+PodName("k9")+`","namespace":"ml","context":"prod"}`+"\n" {
 		t.Fatalf("%s while the pod runs: %s, %v", PodRefFile, b, err)
 	}
 	cancel()
@@ -364,7 +364,7 @@ func TestReapDeletesLeftoverPods(t *testing.T) {
 	os.MkdirAll(filepath.Dir(odd), 0o700)
 	os.WriteFile(odd, []byte(`{"name":"--all","namespace":"ml"}`), 0o600)
 	before, _ := os.ReadDir(calls)
-	New(Options{Kubectl: bin}).Reap(context.Background(), root, slog.New(slog.DiscardHandler))
+	runners.NewRegistry(runners.Config{Root: root}, New(Options{Kubectl: bin})).Reap(context.Background())
 	after, _ := os.ReadDir(calls)
 	if len(after) != len(before)+1 {
 		t.Fatalf("Reap made %d kubectl calls, want 1", len(after)-len(before))
@@ -390,4 +390,55 @@ func countNonArgv(entries []os.DirEntry) int {
 		}
 	}
 	return n
+}
+
+// A leftover pod.ref is held to what the runner would have written in
+// that workdir: the Pod it names is its run's, and its context (a
+// kubeconfig's own name, which real clusters spell with '@', '_', ':'
+// and '/') is deleted in as long as kubectl can only take it as the
+// value of --context.
+func TestReapHoldsPodRefToTheRun(t *testing.T) {
+	for _, tc := range []struct {
+		name, dir, pod, context string
+		deleted                 bool
+	}{
+		{"kubeadm context", "k-adm", PodName("k-adm"), "kubernetes-admin@kubernetes", true},
+		{"GKE context", "k-gke", PodName("k-gke"), "gke_my-proj_europe-west1-b_ml", true},
+		{"EKS context", "k-eks", PodName("k-eks"), "arn:aws:eks:eu-west-1:123456789012:cluster/ml", true},
+		{"no context", "k-none", PodName("k-none"), "", true},
+		{"context read as a flag", "k-flag", PodName("k-flag"), "--kubeconfig=/tmp/evil", false},
+		{"context with a newline", "k-nl", PodName("k-nl"), "prod\n--all", false},
+		{"another run's pod", "k-mine", PodName("k-other"), "prod", false},
+		{"a pod no run is named", "k-all", "--all", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bin, calls := fakeKubectl(t)
+			root := t.TempDir()
+			ref := filepath.Join(root, tc.dir, PodRefFile)
+			os.MkdirAll(filepath.Dir(ref), 0o700)
+			b, _ := json.Marshal(podRef{Name: tc.pod, Namespace: "ml", Context: tc.context})
+			os.WriteFile(ref, b, 0o600)
+			var logged strings.Builder
+			runners.NewRegistry(runners.Config{Root: root, Log: slog.New(slog.NewTextHandler(&logged, nil))},
+				New(Options{Kubectl: bin})).Reap(context.Background())
+			argv, err := os.ReadFile(filepath.Join(calls, "0.argv"))
+			_, kept := os.Stat(ref)
+			if !tc.deleted {
+				if err == nil {
+					t.Errorf("kubectl called with %q", argv)
+				}
+				if kept != nil {
+					t.Errorf("%s removed: %v", PodRefFile, kept)
+				}
+				return
+			}
+			want := strings.Join(DeleteArgv(&wire.KubeConfig{Namespace: "ml", Context: tc.context}, tc.pod), "\n") + "\n"
+			if string(argv) != want {
+				t.Errorf("kubectl called with %q (%v), want %q; log:\n%s", argv, err, want, logged.String())
+			}
+			if !os.IsNotExist(kept) {
+				t.Errorf("%s kept after its pod was deleted: %v", PodRefFile, kept)
+			}
+		})
+	}
 }

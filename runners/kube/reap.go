@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
-	"os"
-	"regexp"
+	"path/filepath"
+	"strings"
+	"unicode"
 
 	"github.com/nymphd/nymph/runners"
 	"github.com/nymphd/nymph/wirecore/wire"
@@ -23,52 +23,63 @@ type podRef struct {
 	Context   string `json:"context,omitempty"`
 }
 
-// k8sName is a DNS-1123 label or subdomain, which Pod names, namespaces
-// and (here) contexts are held to: nothing else reaches kubectl's argv.
-var k8sName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
-
-func writePodRef(path string, cfg *wire.KubeConfig, name string) error {
+func encodePodRef(cfg *wire.KubeConfig, name string) (string, error) {
 	ref := podRef{Name: name, Namespace: Namespace(cfg)}
 	if cfg != nil {
 		ref.Context = cfg.Context
 	}
 	b, err := json.Marshal(ref)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, b, 0o600)
+	return string(b), err
 }
 
-func readPodRef(b []byte) (podRef, error) {
+// readPodRef reads the pod.ref of the run in workdir and holds it to what
+// the runner would have written there, since each field reaches kubectl's
+// argv: the Pod's name is PodName of the workdir's run, the namespace a
+// DNS label, and the context (kubeconfig's own name for it, which can be
+// `user@cluster`, `gke_proj_zone_cluster` or an EKS ARN) a plain argument.
+func readPodRef(workdir string, b []byte) (podRef, error) {
 	var ref podRef
 	if err := json.Unmarshal(b, &ref); err != nil {
 		return ref, err
 	}
-	if !k8sName.MatchString(ref.Name) || !k8sName.MatchString(ref.Namespace) || (ref.Context != "" && !k8sName.MatchString(ref.Context)) {
-		return ref, fmt.Errorf("names %q in %q (context %q): not kubernetes names", ref.Name, ref.Namespace, ref.Context)
+	if want := PodName(filepath.Base(workdir)); ref.Name != want {
+		return ref, fmt.Errorf("pod %q is not this run's (%s)", ref.Name, want)
+	}
+	if !dnsLabel.MatchString(ref.Namespace) {
+		return ref, fmt.Errorf("namespace %q of pod %s: not a kubernetes name", ref.Namespace, ref.Name)
+	}
+	if ref.Context != "" && !plainArgument(ref.Context) {
+		return ref, fmt.Errorf("context %q of pod %s: not a plain argument", ref.Context, ref.Name)
 	}
 	return ref, nil
 }
 
-// Reap implements runners.Reaper: every root/*/pod.ref still present
-// names the Pod of a run whose daemon was killed outright while following
-// it. Nothing collects that Pod's result any more, so it is deleted (one
-// deleted already costs nothing) and the file removed.
-func (r *Runner) Reap(ctx context.Context, root string, log *slog.Logger) {
-	runners.ReapLeftovers(ctx, root, PodRefFile, log, r.deletePod)
+// plainArgument is s as kubectl can only take it as a flag's value: no
+// leading '-' that could read as a flag of its own, no control character
+// (a newline) that could break a log line or a shell's reading of it.
+func plainArgument(s string) bool {
+	return !strings.HasPrefix(s, "-") && !strings.ContainsFunc(s, unicode.IsControl)
 }
 
-func (r *Runner) deletePod(ctx context.Context, content string) (string, string, error) {
-	ref, err := readPodRef([]byte(content))
+// Leftovers implements runners.Reaper: a pod.ref still present at the
+// next start names the Pod of a run whose daemon was killed outright
+// while following it. Nothing collects that Pod's result any more, so it
+// is deleted (one deleted already costs nothing) and the file removed.
+func (r *Runner) Leftovers() runners.Leftovers {
+	return runners.Leftovers{File: PodRefFile, Noun: "Pod", Stop: r.deleteLeftover}
+}
+
+func (r *Runner) deleteLeftover(ctx context.Context, workdir, content string) error {
+	ref, err := readPodRef(workdir, []byte(content))
 	if err != nil {
-		return "", "", fmt.Errorf("%w: %v", runners.ErrNotALeftover, err)
+		return fmt.Errorf("%w: %v", runners.ErrNotALeftover, err)
 	}
 	cfg := &wire.KubeConfig{Namespace: ref.Namespace, Context: ref.Context}
 	switch _, err := r.kubectl(ctx, nil, DeleteArgv(cfg, ref.Name)...); {
 	case errors.Is(err, errNotFound):
-		return "", "", runners.ErrLeftoverGone
+		return runners.ErrLeftoverGone
 	case err != nil:
-		return "", "", err
+		return err
 	}
-	return "pod of an earlier daemon's run still there; deleted", ref.Namespace + "/" + ref.Name, nil
+	return nil
 }

@@ -36,7 +36,7 @@ const (
 	OutputFile          = "slurm.out"
 	// JobIDFile holds the id of the run's job while the daemon follows
 	// it: one a daemon killed outright leaves names a job no daemon
-	// follows any more, which the next one cancels (Reap).
+	// follows any more, which the next one cancels (Leftovers).
 	JobIDFile = "slurm.jobid"
 	// StatusFile is where job.sbatch records a script's exit status: the
 	// job's own state says only whether it was 0.
@@ -203,7 +203,7 @@ func (r *Runner) Run(ctx context.Context, inv runners.Invocation) runners.Outcom
 		return runners.Killed()
 	}
 	if err != nil {
-		return runners.Failed(wire.ErrTypeDaemon, fmt.Sprintf("slurm runner: sbatch %s: %v", path, err))
+		return runners.Failed(wire.ErrTypeDaemon, "slurm runner: "+err.Error())
 	}
 	jobID, err := ParseJobID(out)
 	if err != nil {
@@ -211,11 +211,11 @@ func (r *Runner) Run(ctx context.Context, inv runners.Invocation) runners.Outcom
 	}
 	log = log.With("slurm_job", jobID)
 	log.Info("job submitted")
-	idFile := filepath.Join(inv.Workdir, JobIDFile)
-	if err := os.WriteFile(idFile, []byte(jobID+"\n"), 0o600); err != nil {
+	release, err := runners.Follow(inv.Workdir, JobIDFile, jobID)
+	if err != nil {
 		log.Warn("job id not recorded; a daemon killed outright would leave the job running", "err", err)
 	}
-	defer os.Remove(idFile)
+	defer release()
 	return r.follow(ctx, inv, jobID, log)
 }
 
@@ -337,7 +337,7 @@ func (r *Runner) cancel(jobID, dir string, log *slog.Logger) {
 }
 
 // command runs one SLURM client and returns its stdout; a failure carries
-// its stderr.
+// its arguments (the job id, the script) and its stderr.
 func (r *Runner) command(ctx context.Context, dir, bin string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = dir
@@ -346,10 +346,11 @@ func (r *Runner) command(ctx context.Context, dir, bin string, args ...string) (
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		msg := strings.TrimSpace(stderr.String())
+		call := filepath.Base(bin) + " " + strings.Join(args, " ")
 		if strings.Contains(strings.ToLower(msg), "invalid job id") {
-			return "", fmt.Errorf("%w: %s", errUnknownJob, msg)
+			return "", fmt.Errorf("%s: %w: %s", call, errUnknownJob, msg)
 		}
-		return "", fmt.Errorf("%s: %w: %s", filepath.Base(bin), err, msg)
+		return "", fmt.Errorf("%s: %w: %s", call, err, msg)
 	}
 	return stdout.String(), nil
 }

@@ -2,7 +2,6 @@ package slurm_test
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -317,7 +316,7 @@ func TestEngineSlurmReapCancelsLeftoverJobs(t *testing.T) {
 	unknown := write("inv-unknown", "987654321")
 	odd := write("inv-odd", "--signal=KILL 1")
 
-	slurm.New(slurm.Options{}).Reap(context.Background(), root, slog.New(slog.DiscardHandler))
+	runners.NewRegistry(runners.Config{Root: root}, slurm.New(slurm.Options{})).Reap(context.Background())
 
 	testkit.WaitUntil(t, 30*time.Second, "job "+orphan+" cancelled", func() bool {
 		out, err := exec.Command("squeue", slurm.SqueueArgv(orphan)...).Output()

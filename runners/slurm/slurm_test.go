@@ -3,6 +3,7 @@ package slurm
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -322,5 +323,28 @@ func TestCancelRunsScancel(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(state + ".scancel-args"); strings.TrimSpace(string(b)) != "4242" {
 		t.Fatalf("scancel args %q", b)
+	}
+}
+
+// A leftover job scancel refuses is logged with its id, in scancel's
+// error too, and its id file kept for the next start.
+func TestReapFailureNamesTheJob(t *testing.T) {
+	dir := t.TempDir()
+	scancel := filepath.Join(dir, "scancel")
+	os.WriteFile(scancel, []byte("#!/bin/sh\necho 'scancel: error: Kill job error: Access/permission denied' >&2\nexit 1\n"), 0o755)
+	root := t.TempDir()
+	idFile := filepath.Join(root, "inv-1", JobIDFile)
+	os.MkdirAll(filepath.Dir(idFile), 0o700)
+	os.WriteFile(idFile, []byte("4242\n"), 0o600)
+	var logged strings.Builder
+	runners.NewRegistry(runners.Config{Root: root, Log: slog.New(slog.NewTextHandler(&logged, nil))},
+		New(Options{Scancel: scancel})).Reap(context.Background())
+	for _, want := range []string{"slurm job of an earlier daemon's run not stopped", "id=4242", "scancel 4242: exit status 1: scancel: error: Kill job error"} {
+		if !strings.Contains(logged.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, logged.String())
+		}
+	}
+	if _, err := os.Stat(idFile); err != nil {
+		t.Errorf("id file of a job not cancelled removed: %v", err)
 	}
 }
