@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -60,11 +59,7 @@ func runSim(ctx context.Context, env *cliEnv, args []string) int {
 	if *compare != "" {
 		names = append(names, *compare)
 	}
-	// The simulation allocates many short-lived objects over a large live
-	// heap (every daemon's machine and the plane's worker records); a
-	// laxer collector trades memory, which a run has plenty of, for
-	// a good part of the wall time.
-	debug.SetGCPercent(300)
+	defer simloop.TuneGC()()
 
 	var runs []simplot.Series
 	for _, name := range names {

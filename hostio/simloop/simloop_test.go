@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"runtime/debug"
 	"testing"
 	"time"
 
@@ -119,6 +121,7 @@ func TestCancelStopsBothSides(t *testing.T) {
 // BenchmarkSteady/100000/two-sides (-benchtime=1x), the one Run picks
 // for it.
 func BenchmarkSteady(b *testing.B) {
+	defer TuneGC()() // as nymph sim runs
 	for _, n := range []int{1000, 10000, 100000} {
 		for _, driver := range []string{"one-loop", "two-sides"} {
 			b.Run(fmt.Sprintf("%d/%s", n, driver), func(b *testing.B) {
@@ -145,4 +148,30 @@ func BenchmarkSteady(b *testing.B) {
 			})
 		}
 	}
+}
+
+func TestTuneGCSetsAndRestores(t *testing.T) {
+	t.Setenv("GOGC", "") // registers the restore of the variable
+	os.Unsetenv("GOGC")
+	before := debug.SetGCPercent(150)
+	defer debug.SetGCPercent(before)
+	restore := TuneGC()
+	if got := debug.SetGCPercent(GCPercent); got != GCPercent {
+		t.Errorf("TuneGC set GOGC %d, want %d", got, GCPercent)
+	}
+	restore()
+	if got := debug.SetGCPercent(150); got != 150 {
+		t.Errorf("restore left GOGC %d, want the 150 before", got)
+	}
+}
+
+func TestTuneGCLeavesTheEnvironmentsChoice(t *testing.T) {
+	t.Setenv("GOGC", "100")
+	before := debug.SetGCPercent(120)
+	defer debug.SetGCPercent(before)
+	restore := TuneGC()
+	if got := debug.SetGCPercent(120); got != 120 {
+		t.Errorf("with GOGC set, TuneGC changed the target to %d", got)
+	}
+	restore()
 }

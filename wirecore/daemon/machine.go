@@ -1,7 +1,7 @@
 package daemon
 
 import (
-	"fmt"
+	"reflect"
 	"log/slog"
 	"slices"
 	"time"
@@ -172,7 +172,9 @@ func (m *Machine) step(now time.Time, ev Event) []Effect {
 		return m.out // nothing added
 	}
 	if _, ok := ev.(Boot); !ok && !m.booted {
-		m.log(slog.LevelWarn, "event before boot ignored", slog.String("event", fmt.Sprintf("%T", ev)))
+		// reflect rather than fmt's %T: fmt would make every event
+		// escape, and so cost each Step an allocation to box it.
+		m.log(slog.LevelWarn, "event before boot ignored", slog.String("event", reflect.TypeOf(ev).String()))
 		return m.out
 	}
 	switch e := ev.(type) {

@@ -223,7 +223,9 @@ func (f *fleet) release(r *request) {
 
 // send puts a daemon's request, body built with its id (so the plane is
 // stepped with it as it is, not a renamed copy), on the network.
-func (f *fleet) send(r *request, body plane.Event) {
+// send puts r on the network: m is its body (body, or poll for a poll),
+// the rest of the mail is r's.
+func (f *fleet) send(r *request, m Mail) {
 	cut, refuse := f.cut(r.d)
 	switch {
 	case refuse:
@@ -236,7 +238,8 @@ func (f *fleet) send(r *request, body plane.Event) {
 		f.q.push(event{at: f.now + f.w.timeoutAfter(r.wait), kind: evTimeout, ref: uint64(r.id)})
 	default:
 		r.arriveAt = f.now + f.latency()
-		f.mail(Mail{at: r.arriveAt, kind: mRequest, ref: uint64(r.id), d: r.d, route: r.route, t: f.now, wait: r.wait, body: body})
+		m.at, m.kind, m.ref, m.d, m.route, m.t, m.wait = r.arriveAt, mRequest, uint64(r.id), r.d, r.route, f.now, r.wait
+		f.mail(m)
 	}
 }
 
@@ -260,6 +263,14 @@ func (f *fleet) delivered(r *request) {
 func (f *fleet) feed(r *request) {
 	r.daemonDone = true
 	d, hello := r.d, r.route == RouteHello
+	if r.route == RoutePoll {
+		// Stepped as built: returned as a daemon.Event by outcome it
+		// would be boxed on the heap, once per poll.
+		ev := f.pollOutcome(r)
+		f.release(r)
+		f.step(d, ev)
+		return
+	}
 	ev := f.outcome(r)
 	f.release(r)
 	if ev != nil {
@@ -278,6 +289,7 @@ func (f *fleet) feed(r *request) {
 
 // outcome is the daemon event that answers r, as a driver builds it
 // from an HTTP response: the decoded body on a 2xx, the raw body else.
+// A poll's is pollOutcome.
 func (f *fleet) outcome(r *request) daemon.Event {
 	rep, err := r.reply, r.err
 	var raw []byte
@@ -295,19 +307,6 @@ func (f *fleet) outcome(r *request) daemon.Event {
 			res.Response = &body
 		}
 		return res
-	case RoutePoll:
-		f.nodes[r.d].polls.drop(r.seq)
-		if err != nil {
-			return daemon.PollResult{Seq: r.seq, Err: err}
-		}
-		res := daemon.PollResult{Seq: r.seq, Status: rep.Status, Body: raw, RetryAfter: retryAfter}
-		if body, ok := rep.Body.(wire.PollResponse); ok {
-			// The machine reads the response within its step and keeps
-			// no hold of it, so one scratch copy serves every poll.
-			f.pollResp = body
-			res.Response = &f.pollResp
-		}
-		return res
 	case RouteResult:
 		return daemon.ResultPosted{ExecID: r.key, Status: rep.Status, Err: err}
 	case RouteAck:
@@ -316,6 +315,26 @@ func (f *fleet) outcome(r *request) daemon.Event {
 		return daemon.DrainNoticed{}
 	}
 	return nil
+}
+
+// pollOutcome is outcome for a poll.
+func (f *fleet) pollOutcome(r *request) daemon.PollResult {
+	f.nodes[r.d].polls.drop(r.seq)
+	rep, err := r.reply, r.err
+	if err != nil {
+		return daemon.PollResult{Seq: r.seq, Err: err}
+	}
+	res := daemon.PollResult{Seq: r.seq, Status: rep.Status, RetryAfter: time.Duration(rep.RetryAfterS) * time.Second}
+	if !is2xx(rep.Status) {
+		res.Body, _ = plane.AppendMsgpack(nil, rep.Body) // what the wire carries
+	}
+	if body, ok := rep.Body.(wire.PollResponse); ok {
+		// The machine reads the response within its step and keeps
+		// no hold of it, so one scratch copy serves every poll.
+		f.pollResp = body
+		res.Response = &f.pollResp
+	}
+	return res
 }
 
 func is2xx(status int) bool { return status >= 200 && status <= 299 }
@@ -346,25 +365,25 @@ func (f *fleet) apply(d int32, n *node, eff daemon.Effect) {
 	switch e := eff.(type) {
 	case daemon.SendHello:
 		r := f.open(d, RouteHello, 0)
-		f.send(r, plane.Hello{Req: r.id, Body: e.Request, Auth: bearer()})
+		f.send(r, Mail{body: plane.Hello{Req: r.id, Body: e.Request, Auth: bearer()}})
 	case daemon.SendPoll:
 		r := f.open(d, RoutePoll, int64(float64(e.Request.TimeoutS)*float64(time.Second)))
 		r.seq = e.Seq
 		n.polls.add(pollRef{seq: e.Seq, req: r.id})
-		f.send(r, plane.Poll{Req: r.id, Body: e.Request, Auth: bearer()})
+		f.send(r, Mail{poll: e.Request})
 	case daemon.CancelPoll:
 		f.cancelPoll(n, e)
 	case daemon.NotifyDraining:
 		r := f.open(d, RouteNotify, 0)
-		f.send(r, plane.Poll{Req: r.id, Body: e.Request, Auth: bearer()})
+		f.send(r, Mail{poll: e.Request})
 	case daemon.PostExecResult:
 		r := f.open(d, RouteResult, 0)
 		r.key = e.ExecID
-		f.send(r, plane.ExecResult{Req: r.id, ExecID: e.ExecID, Body: e.Result, Auth: bearer()})
+		f.send(r, Mail{body: plane.ExecResult{Req: r.id, ExecID: e.ExecID, Body: e.Result, Auth: bearer()}})
 	case daemon.PostAck:
 		r := f.open(d, RouteAck, 0)
 		r.key = e.Ack.InvocationID
-		f.send(r, plane.Ack{Req: r.id, Body: e.Ack, Auth: bearer()})
+		f.send(r, Mail{body: plane.Ack{Req: r.id, Body: e.Ack, Auth: bearer()}})
 	case daemon.StartExec:
 		if at, ok := f.enqueuedAt[e.Exec.ExecID]; ok {
 			delete(f.enqueuedAt, e.Exec.ExecID)

@@ -136,7 +136,11 @@ func (p *planeSide) receive(m Mail) {
 		}
 		p.met.routes[m.route]++
 		*p.hold(m.ref) = heldReq{id: plane.RequestID(m.ref), d: m.d, sentAt: m.t, wait: m.wait}
-		p.step(m.body)
+		if m.route == RoutePoll || m.route == RouteNotify {
+			p.step(plane.Poll{Req: plane.RequestID(m.ref), Body: m.poll, Auth: bearer()})
+		} else {
+			p.step(m.body)
+		}
 	case mGone:
 		if h := p.lookup(m.ref); h != nil && !p.down {
 			*h = heldReq{}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nymphd/nymph/wirecore/plane"
+	"github.com/nymphd/nymph/wirecore/wire"
 )
 
 // A run is two logical processes, the fleet (every daemon and what its
@@ -57,8 +58,11 @@ type Mail struct {
 	t     int64       // mRequest: when it was sent; mAccepted: when the plane accepted the exec
 	wait  int64       // mRequest: what the client asked the plane to wait
 	key   string      // mAccepted: the exec id; mWorker: the worker id the operator may address
-	body  plane.Event // mRequest: the request as the plane is stepped with it
-	rep   plane.Reply // mReply
+	body  plane.Event // mRequest: the request as the plane is stepped with it, but a poll's
+	// poll is the body of a poll (RoutePoll, RouteNotify), carried by
+	// value: as a plane.Event every poll would be boxed on the heap.
+	poll wire.PollRequest
+	rep  plane.Reply // mReply
 }
 
 // At is the virtual time the mail is due.
