@@ -1,8 +1,8 @@
 package daemon
 
 import (
-	"reflect"
 	"log/slog"
+	"reflect"
 	"slices"
 	"time"
 

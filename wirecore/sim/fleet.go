@@ -221,10 +221,10 @@ func (f *fleet) release(r *request) {
 	f.freeReq = append(f.freeReq, i)
 }
 
-// send puts a daemon's request, body built with its id (so the plane is
-// stepped with it as it is, not a renamed copy), on the network.
-// send puts r on the network: m is its body (body, or poll for a poll),
-// the rest of the mail is r's.
+// send puts daemon request r on the network. m holds its body only: a
+// plane.Event built with r's id in body (so the plane is stepped with it
+// as it is, not a renamed copy), or a poll's request in poll; the rest
+// of the mail is r's.
 func (f *fleet) send(r *request, m Mail) {
 	cut, refuse := f.cut(r.d)
 	switch {
