@@ -38,6 +38,11 @@ const maxKeptIndex = 1024
 // Reset empties m, keeping its storage for the next batch. A Batch that
 // Batch returned before is no longer valid.
 func (m *BatchMerger) Reset() {
+	if m.b.Empty() && len(m.at) == 0 {
+		// Most steps (an idle poll's) change nothing, and rewriting
+		// the ten slice headers is then the write barriers' cost only.
+		return
+	}
 	clear(m.b.Workers)
 	clear(m.b.Commands)
 	clear(m.b.Invocations)
