@@ -116,9 +116,10 @@ func TestCancelStopsBothSides(t *testing.T) {
 	}
 }
 
-// BenchmarkSteady is wirecore/sim's BenchmarkSteady on two goroutines
-// (TwoSides), beside the one loop in the same run: the scale goal is
-// BenchmarkSteady/100000/two-sides (-benchtime=1x), the one Run picks
+// BenchmarkSteady runs one simulated hour of a steady fleet (sim.Steady)
+// per iteration, in one loop and on two goroutines (TwoSides) side by
+// side, with the collector as nymph sim sets it (TuneGC): the scale goal
+// is BenchmarkSteady/100000/two-sides (-benchtime=1x), the one Run picks
 // for it.
 func BenchmarkSteady(b *testing.B) {
 	defer TuneGC()() // as nymph sim runs

@@ -25,7 +25,7 @@ type fleet struct {
 	met        metrics
 	progress   func(done, total time.Duration)
 	// effects is the daemons' effect buffer (step), pollResp the poll
-	// response a PollResult points to (outcome).
+	// response a PollResult points to (feed).
 	effects  []daemon.Effect
 	pollResp wire.PollResponse
 }
@@ -259,24 +259,29 @@ func (f *fleet) delivered(r *request) {
 	f.feed(r)
 }
 
-// feed gives the daemon the outcome of r (its reply, or r.err).
+// feed gives the daemon the outcome of r (its reply, or r.err) as a
+// driver builds it from an HTTP response: the decoded body on a 2xx, the
+// raw body else. Each event is stepped as built: returned as a
+// daemon.Event, it would be boxed on the heap, once per answer.
 func (f *fleet) feed(r *request) {
 	r.daemonDone = true
-	d, hello := r.d, r.route == RouteHello
-	if r.route == RoutePoll {
-		// Stepped as built: returned as a daemon.Event by outcome it
-		// would be boxed on the heap, once per poll.
-		ev := f.pollOutcome(r)
-		f.release(r)
-		f.step(d, ev)
-		return
-	}
-	ev := f.outcome(r)
+	d, route, seq, key, rep, err := r.d, r.route, r.seq, r.key, r.reply, r.err
 	f.release(r)
-	if ev != nil {
-		f.step(d, ev)
+	var raw []byte
+	if err == nil && !is2xx(rep.Status) {
+		raw, _ = plane.AppendMsgpack(nil, rep.Body) // what the wire carries
 	}
-	if hello {
+	retryAfter := time.Duration(rep.RetryAfterS) * time.Second
+	switch route {
+	case RouteHello:
+		res := daemon.HelloResult{Err: err}
+		if err == nil {
+			res = daemon.HelloResult{Status: rep.Status, Body: raw, RetryAfter: retryAfter}
+			if body, ok := rep.Body.(wire.HelloResponse); ok {
+				res.Response = &body
+			}
+		}
+		f.step(d, res)
 		// The worker id the daemon took, by its own rule, for the
 		// operator to address.
 		n := &f.nodes[d]
@@ -284,57 +289,27 @@ func (f *fleet) feed(r *request) {
 			n.worker = id
 			f.mail(Mail{at: f.now + f.w.look, kind: mWorker, d: d, key: id})
 		}
-	}
-}
-
-// outcome is the daemon event that answers r, as a driver builds it
-// from an HTTP response: the decoded body on a 2xx, the raw body else.
-// A poll's is pollOutcome.
-func (f *fleet) outcome(r *request) daemon.Event {
-	rep, err := r.reply, r.err
-	var raw []byte
-	if err == nil && !is2xx(rep.Status) {
-		raw, _ = plane.AppendMsgpack(nil, rep.Body) // what the wire carries
-	}
-	retryAfter := time.Duration(rep.RetryAfterS) * time.Second
-	switch r.route {
-	case RouteHello:
-		if err != nil {
-			return daemon.HelloResult{Err: err}
+	case RoutePoll:
+		f.nodes[d].polls.drop(seq)
+		res := daemon.PollResult{Seq: seq, Err: err}
+		if err == nil {
+			res = daemon.PollResult{Seq: seq, Status: rep.Status, Body: raw, RetryAfter: retryAfter}
+			if body, ok := rep.Body.(wire.PollResponse); ok {
+				// The machine reads the response within its step and
+				// keeps no hold of it, so one scratch copy serves every
+				// poll.
+				f.pollResp = body
+				res.Response = &f.pollResp
+			}
 		}
-		res := daemon.HelloResult{Status: rep.Status, Body: raw, RetryAfter: retryAfter}
-		if body, ok := rep.Body.(wire.HelloResponse); ok {
-			res.Response = &body
-		}
-		return res
+		f.step(d, res)
 	case RouteResult:
-		return daemon.ResultPosted{ExecID: r.key, Status: rep.Status, Err: err}
+		f.step(d, daemon.ResultPosted{ExecID: key, Status: rep.Status, Err: err})
 	case RouteAck:
-		return daemon.AckPosted{InvocationID: r.key, Status: rep.Status, Err: err}
+		f.step(d, daemon.AckPosted{InvocationID: key, Status: rep.Status, Err: err})
 	case RouteNotify:
-		return daemon.DrainNoticed{}
+		f.step(d, daemon.DrainNoticed{})
 	}
-	return nil
-}
-
-// pollOutcome is outcome for a poll.
-func (f *fleet) pollOutcome(r *request) daemon.PollResult {
-	f.nodes[r.d].polls.drop(r.seq)
-	rep, err := r.reply, r.err
-	if err != nil {
-		return daemon.PollResult{Seq: r.seq, Err: err}
-	}
-	res := daemon.PollResult{Seq: r.seq, Status: rep.Status, RetryAfter: time.Duration(rep.RetryAfterS) * time.Second}
-	if !is2xx(rep.Status) {
-		res.Body, _ = plane.AppendMsgpack(nil, rep.Body) // what the wire carries
-	}
-	if body, ok := rep.Body.(wire.PollResponse); ok {
-		// The machine reads the response within its step and keeps
-		// no hold of it, so one scratch copy serves every poll.
-		f.pollResp = body
-		res.Response = &f.pollResp
-	}
-	return res
 }
 
 func is2xx(status int) bool { return status >= 200 && status <= 299 }
