@@ -169,26 +169,12 @@ func ctlForget(ctx context.Context, c *ctlRun, args []string) int {
 	return status
 }
 
-// forgetMatch is the worker ref names for forget, matched among the lost
-// workers first: what forget is for is a host that came back under a new
-// id with the same label, and there MatchWorker would pick the live worker
-// beside the lost one. Only when no lost worker fits is every worker
-// matched, so that naming an active one gets the plane's answer saying it
-// is not lost rather than "no single worker".
+// forgetMatch is the worker ref names for forget, a lost one preferred:
+// what forget is for is a host that came back under a new id with the
+// same label, and there MatchWorker would pick the live worker beside the
+// lost one. Naming one active worker still matches it, so that forget
+// gets the plane's answer saying it is not lost rather than "no single
+// worker".
 func forgetMatch(ws []operator.Worker, ref string) (operator.Worker, bool) {
-	var lost []operator.Worker
-	for _, w := range ws {
-		if w.State == "lost" {
-			lost = append(lost, w)
-		}
-	}
-	if w, ok := opclient.MatchWorker(lost, ref); ok {
-		return w, true
-	}
-	for _, w := range lost {
-		if w.MachineID == ref || w.Label == ref {
-			return operator.Worker{}, false // several lost ones fit: none is picked for them
-		}
-	}
-	return opclient.MatchWorker(ws, ref)
+	return opclient.MatchWorkerPreferring(ws, ref, func(w operator.Worker) bool { return w.State == "lost" })
 }

@@ -177,8 +177,6 @@ func TestSilentWorkerIsLost(t *testing.T) {
 	}
 }
 
-// A stored state of another shape is refused with the reason, not read as
-// a fresh plane: nothing stored is silently dropped.
 // TestReaskStoresNothing: re-asking a parked poll a moment later (as
 // plane.js does within its second) leaves the stored state as it was;
 // a poll long after the last stored sign of life stores it.
@@ -210,6 +208,8 @@ func TestReaskStoresNothing(t *testing.T) {
 	}
 }
 
+// A stored state of another shape is refused with the reason, not read as
+// a fresh plane: nothing stored is silently dropped.
 func TestForeignStateRefused(t *testing.T) {
 	_, err := Handle([]byte(`{"workers":[{"id":"w1"}]}`), time.Now(), Request{Method: "GET", Path: operator.PathWorkers,
 		Authorization: "Bearer " + tokens.Admin}, tokens, rand.Reader)

@@ -222,23 +222,30 @@ func (c *Client) ResolveWorker(ctx context.Context, ref string) (string, operato
 // MatchWorker finds the worker ref names: by id, else by machine id or
 // label when exactly one worker (or exactly one that is not lost) has it.
 func MatchWorker(ws []operator.Worker, ref string) (operator.Worker, bool) {
-	var named, live []operator.Worker
+	return MatchWorkerPreferring(ws, ref, func(w operator.Worker) bool { return w.State != "lost" })
+}
+
+// MatchWorkerPreferring is MatchWorker with the tie-break given: by id,
+// else by machine id or label when exactly one worker has it, or exactly
+// one of those that prefer takes.
+func MatchWorkerPreferring(ws []operator.Worker, ref string, prefer func(operator.Worker) bool) (operator.Worker, bool) {
+	var named, preferred []operator.Worker
 	for _, w := range ws {
 		if w.ID == ref {
 			return w, true
 		}
 		if w.MachineID == ref || w.Label == ref {
 			named = append(named, w)
-			if w.State != "lost" {
-				live = append(live, w)
+			if prefer(w) {
+				preferred = append(preferred, w)
 			}
 		}
 	}
 	switch {
 	case len(named) == 1:
 		return named[0], true
-	case len(live) == 1:
-		return live[0], true
+	case len(preferred) == 1:
+		return preferred[0], true
 	}
 	return operator.Worker{}, false
 }

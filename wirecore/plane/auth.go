@@ -213,7 +213,8 @@ func (p *Plane) actsFor(req RequestID, by *worker, targetID, what string) bool {
 }
 
 // actsForWorker is actsFor with the target already looked up (nil: no
-// such worker), for the poll, which needs it next anyway.
+// such worker), for the poll, which needs it next anyway. When it holds,
+// target is nil only for an empty targetID.
 func (p *Plane) actsForWorker(req RequestID, by, target *worker, targetID, what string) bool {
 	if by != nil {
 		if by.ID() == targetID {

@@ -50,8 +50,9 @@ func (p *Plane) isLost(w *worker, now time.Time) bool {
 // forgetDue: with ForgetLostAfter, a lost worker is forgotten that long
 // after it became lost, counted from silentSince as isLost counts, so
 // whatever excused its silence there (a hibernation, the plane's own
-// restart) delays its forgetting as much, and the Tick that marks a worker
-// lost does not also forget it.
+// restart) delays its forgetting as much. One Tick marks a worker lost
+// and forgets it only when it comes ForgetLostAfter late or more (a
+// serverless host ticks on its next request only).
 func (p *Plane) forgetDue(w *worker, now time.Time) bool {
 	return p.cfg.ForgetLostAfter > 0 && w.rec.State == WorkerLost &&
 		now.Sub(p.silentSince(w)) >= p.cfg.LostAfter+p.cfg.ForgetLostAfter

@@ -26,11 +26,7 @@ func (p *Plane) onPoll(now time.Time, e Poll) {
 	}
 	w := p.workers[e.Body.WorkerID]
 	if !p.actsForWorker(e.Req, by, w, e.Body.WorkerID, "poll") {
-		return
-	}
-	if w == nil {
-		p.reply(e.Req, StatusNotFound, ErrorBody{Error: ErrUnknownWorker})
-		return
+		return // a worker the plane does not have among them (404)
 	}
 	if w.hasPoll {
 		// A daemon has one poll open at a time; an older one is a
