@@ -6,8 +6,8 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/nymphd/nymph/hostio/httpclient"
 	"github.com/nymphd/nymph/hostio/transport"
+	"github.com/nymphd/nymph/wirecore/frame"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
 
@@ -29,7 +29,7 @@ func ThroughRelay(t transport.Transport, planeURL, token string) (transport.Tran
 	if (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
 		return nil, fmt.Errorf("daemonloop: [server] url %q: want http:// or https:// with a host (through a relay it names the control plane, whose log-sink URLs are mapped to relay endpoints)", planeURL)
 	}
-	r := relayed{t: t, plane: base, paths: httpclient.NewRelayPaths(base)}
+	r := relayed{t: t, plane: base, paths: frame.NewRelayPaths(base)}
 	if token != "" {
 		r.bearer = "Bearer " + token
 	}
@@ -39,7 +39,7 @@ func ThroughRelay(t transport.Transport, planeURL, token string) (transport.Tran
 type relayed struct {
 	t      transport.Transport
 	plane  *url.URL
-	paths  httpclient.RelayPaths
+	paths  frame.RelayPaths
 	bearer string
 }
 
@@ -71,7 +71,7 @@ func isURL(endpoint string) bool {
 }
 
 // endpointOf maps a URL on the control plane's origin, under its path, to
-// the endpoint path a relay envelope carries (httpclient.RelayPaths). A
+// the endpoint path a relay envelope carries (frame.RelayPaths). A
 // relay forwards a path only, so a URL with a query or fragment is refused
 // rather than sent without them, somewhere else.
 func (r relayed) endpointOf(raw string) (string, error) {
@@ -84,12 +84,12 @@ func (r relayed) endpointOf(raw string) (string, error) {
 	}
 	// A URL off the origin is refused as that, naming both origins, even
 	// with a query: the origin is what tells a user where it went wrong.
-	if httpclient.SameOrigin(u, r.plane) && (u.RawQuery != "" || u.ForceQuery || u.Fragment != "") {
-		return "", fmt.Errorf("daemonloop: through a relay: %s: a relay endpoint carries no query or fragment; nothing was sent", u.Redacted())
-	}
 	path, err := r.paths.Endpoint(u)
 	if err != nil {
 		return "", fmt.Errorf("daemonloop: through a relay: %s is %w; nothing was sent", u.Redacted(), err)
+	}
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return "", fmt.Errorf("daemonloop: through a relay: %s: a relay endpoint carries no query or fragment; nothing was sent", u.Redacted())
 	}
 	return path, nil
 }

@@ -37,7 +37,7 @@ const MaxRelayedDownload = frame.MaxPayload - 1024
 type Downloads struct {
 	own, public *http.Client
 	origin      *url.URL
-	paths       RelayPaths
+	paths       frame.RelayPaths
 	relay       transport.Transport
 }
 
@@ -56,7 +56,7 @@ func NewDownloads(serverURL, caFile string) (*Downloads, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Downloads{own: own, public: public, origin: origin, paths: NewRelayPaths(origin)}, nil
+	return &Downloads{own: own, public: public, origin: origin, paths: frame.NewRelayPaths(origin)}, nil
 }
 
 // Through makes d fetch through tr, the transport of a daemon behind a
@@ -70,7 +70,7 @@ func (d *Downloads) Through(tr transport.Transport) *Downloads {
 // Client is the client for target: the control plane's own for its
 // origin, the public one for any other.
 func (d *Downloads) Client(target *url.URL) *http.Client {
-	if SameOrigin(target, d.origin) {
+	if frame.SameOrigin(target, d.origin) {
 		return d.own
 	}
 	return d.public
@@ -166,27 +166,6 @@ func (d *Downloads) getRelayed(ctx context.Context, target *url.URL, headers map
 		return nil, 0, fmt.Errorf("%s: %d bytes, over the %d-byte limit", what, n, limit)
 	}
 	return io.NopCloser(bytes.NewReader(resp.Body)), int64(len(resp.Body)), nil
-}
-
-// SameOrigin reports whether a and b have one origin: scheme, host and
-// port, an absent port being the scheme's default. It is the one test of
-// where a daemon's credentials (and its relay) may go.
-func SameOrigin(a, b *url.URL) bool {
-	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) &&
-		portOf(a) == portOf(b)
-}
-
-func portOf(u *url.URL) string {
-	if p := u.Port(); p != "" {
-		return p
-	}
-	switch strings.ToLower(u.Scheme) {
-	case "http":
-		return "80"
-	case "https":
-		return "443"
-	}
-	return ""
 }
 
 // redacted names a download's URL without its query: a presigned URL's

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nymphd/nymph/hostio/httpclient"
 	"github.com/nymphd/nymph/hostio/tlsca"
+	"github.com/nymphd/nymph/wirecore/frame"
 	"github.com/nymphd/nymph/wirecore/operator"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
@@ -69,7 +70,7 @@ func (c *Client) put(ctx context.Context, signed wire.PresignResponse, data []by
 		req.Header.Set(k, v)
 	}
 	hc := c.http
-	if !httpclient.SameOrigin(target, c.base) {
+	if !frame.SameOrigin(target, c.base) {
 		// Another origin (an object store): the system's roots, and
 		// still no redirect.
 		hc = &http.Client{CheckRedirect: httpclient.RefuseRedirect}

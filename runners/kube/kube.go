@@ -118,11 +118,7 @@ func (r *Runner) Run(ctx context.Context, inv runners.Invocation) runners.Outcom
 	// Written before the apply (which may go through even if it fails)
 	// and removed when the run returns: one a daemon killed outright
 	// leaves names a Pod nobody follows, which the next daemon deletes.
-	ref, err := encodePodRef(cfg, name)
-	release := func() {}
-	if err == nil {
-		release, err = runners.Follow(inv.Workdir, PodRefFile, ref)
-	}
+	release, err := runners.Follow(inv.Workdir, PodRefFile, encodePodRef(cfg, name))
 	if err != nil {
 		log.Warn("pod not recorded; a daemon killed outright would leave it running", "err", err)
 	}

@@ -23,13 +23,13 @@ type podRef struct {
 	Context   string `json:"context,omitempty"`
 }
 
-func encodePodRef(cfg *wire.KubeConfig, name string) (string, error) {
+func encodePodRef(cfg *wire.KubeConfig, name string) string {
 	ref := podRef{Name: name, Namespace: Namespace(cfg)}
 	if cfg != nil {
 		ref.Context = cfg.Context
 	}
-	b, err := json.Marshal(ref)
-	return string(b), err
+	b, _ := json.Marshal(ref) // three strings: cannot fail
+	return string(b)
 }
 
 // readPodRef reads the pod.ref of the run in workdir and holds it to what

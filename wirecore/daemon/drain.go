@@ -26,7 +26,7 @@ func (m *Machine) cancelTimer(id TimerID) {
 
 func (m *Machine) onTimer(now time.Time, e TimerFired) {
 	i := TimerIndex(e.ID)
-	if i < 0 || m.timers[i].IsZero() || !m.timers[i].Equal(e.At) {
+	if m.timers[i].IsZero() || !m.timers[i].Equal(e.At) {
 		return // cancelled or re-armed since: stale
 	}
 	m.timers[i] = time.Time{}

@@ -1,4 +1,4 @@
-package httpclient
+package frame
 
 import (
 	"fmt"
@@ -14,8 +14,9 @@ import (
 // of its path (docs/protocol.md, "Where a chunk goes" and "Downloads
 // through a relay"). Any other URL has no endpoint: sent, it would reach
 // the control plane, with the daemon's credentials, in place of the host
-// it names. Both relayed paths, downloads (Downloads.Through) and the
-// daemon's own requests (daemonloop.ThroughRelay), map URLs with it.
+// it names. Both relayed paths, downloads (httpclient.Downloads.Through)
+// and the daemon's own requests (daemonloop.ThroughRelay), map URLs with
+// it.
 type RelayPaths struct {
 	plane *url.URL
 	// prefix is plane's path without its trailing slash: a URL under it
@@ -43,4 +44,25 @@ func (p RelayPaths) Endpoint(target *url.URL) (string, error) {
 		return "", fmt.Errorf("outside the control plane's path %q ([server] url)", p.prefix+"/")
 	}
 	return path[len(p.prefix):], nil
+}
+
+// SameOrigin reports whether a and b have one origin: scheme, host and
+// port, an absent port being the scheme's default. It is the one test of
+// where a daemon's credentials (and its relay) may go.
+func SameOrigin(a, b *url.URL) bool {
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) &&
+		portOf(a) == portOf(b)
+}
+
+func portOf(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "http":
+		return "80"
+	case "https":
+		return "443"
+	}
+	return ""
 }

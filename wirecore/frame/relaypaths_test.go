@@ -1,4 +1,4 @@
-package httpclient
+package frame
 
 import (
 	"net/url"
