@@ -186,7 +186,13 @@ func (r *Runner) Run(ctx context.Context, inv runners.Invocation) runners.Outcom
 		}
 	}
 	// The client writes the container's id (--cidfile) once it made the
-	// container; a redelivered run may have left one it would refuse.
+	// container; a redelivered run may have left one it would refuse,
+	// kept because its container could not be stopped: that container
+	// is removed first, as the next start would, or the run fails with
+	// the record kept.
+	if err := r.removeEarlier(ctx, inv.Workdir); err != nil {
+		return runners.Failed(wire.ErrTypeDaemon, r.kind+" runner: container of an earlier delivery of this run: "+err.Error())
+	}
 	release, err := runners.Follow(inv.Workdir, CIDFile, "")
 	if err != nil {
 		return runners.Failed(wire.ErrTypeDaemon, r.kind+" runner: "+err.Error())

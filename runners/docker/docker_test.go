@@ -385,3 +385,44 @@ func TestReapRemovesALeftoverOnce(t *testing.T) {
 		t.Errorf("%s of a container not removed: %v", CIDFile, err)
 	}
 }
+
+// A run redelivered in the same daemon finds the cidfile its earlier
+// delivery kept (its container could not be stopped): the container is
+// removed before the new one is made, and when it cannot be, the run
+// fails with the record kept rather than forgetting a live container.
+func TestRedeliveryRemovesTheEarlierContainer(t *testing.T) {
+	bin, calls := fakeDocker(t, true)
+	root := t.TempDir()
+	r := testRunner(Options{Docker: bin})
+	cid := strings.Repeat("ab", 32)
+	earlier := func(id string) string {
+		t.Helper()
+		path := filepath.Join(root, id, CIDFile)
+		os.MkdirAll(filepath.Dir(path), 0o700)
+		os.WriteFile(path, []byte(cid+"\n"), 0o600)
+		return path
+	}
+	earlier("again")
+	if o := execute(t, r, root, wire.Run{InvocationID: "again", ArgsBlob: []byte("ok"), RunConfig: wire.RunConfig{Image: "x"}}); o.State != wire.StateSucceeded {
+		t.Fatalf("redelivered run: %+v", o)
+	}
+	if diff := cmp.Diff([]string{"0-rm", "1-run"}, callNames(t, calls)); diff != "" {
+		t.Errorf("docker calls: %s", diff)
+	}
+	if argv := readFile(t, filepath.Join(calls, "0-rm.argv")); !strings.Contains(argv, cid) {
+		t.Errorf("rm argv %q does not name the earlier container", argv)
+	}
+
+	os.WriteFile(filepath.Join(filepath.Dir(calls), "rm-fails"), nil, 0o600)
+	path := earlier("stuck")
+	o := execute(t, r, root, wire.Run{InvocationID: "stuck", ArgsBlob: []byte("ok"), RunConfig: wire.RunConfig{Image: "x"}})
+	if o.State != wire.StateFailed || o.Error.TypeName != wire.ErrTypeDaemon || !strings.Contains(o.Error.Message, "earlier delivery") {
+		t.Errorf("run whose earlier container could not be removed: %+v", o)
+	}
+	if got := strings.TrimSpace(readFile(t, path)); got != cid {
+		t.Errorf("%s = %q, want the earlier container's id kept", CIDFile, got)
+	}
+	if n := len(callNames(t, calls)); n != 3 {
+		t.Errorf("%d docker calls, want the two before and one rm: %v", n, callNames(t, calls))
+	}
+}

@@ -2,8 +2,12 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 
@@ -48,4 +52,22 @@ func (r *Runner) removeContainer(ctx context.Context, _, cid string) error {
 		return fmt.Errorf("docker rm -f %s: %w: %s", cid, err, text)
 	}
 	return nil
+}
+
+// removeEarlier removes the container an earlier delivery's cidfile in
+// workdir names, if there is one; a record that names none (empty, or
+// not an id) is left to Follow to clear.
+func (r *Runner) removeEarlier(ctx context.Context, workdir string) error {
+	b, err := os.ReadFile(filepath.Join(workdir, CIDFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	err = r.removeContainer(ctx, workdir, strings.TrimSpace(string(b)))
+	if errors.Is(err, runners.ErrLeftoverGone) || errors.Is(err, runners.ErrNotALeftover) {
+		return nil
+	}
+	return err
 }
