@@ -208,7 +208,7 @@ func daemonMain(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, log *
 		Payloads:   payloads,
 
 		DeliveryPath: deliveryPath,
-		SetLogLevel:  func(l string) { level.Set(slogLevel(wire.LogLevel(l))) },
+		SetLogLevel:  func(l wire.LogLevel) { level.Set(slogLevel(l)) },
 
 		// systemd's READY, STOPPING and watchdog, when it started the daemon.
 		Supervisor: newSupervisor(env.getenv, log),
@@ -281,7 +281,7 @@ func hostMachine(ctx context.Context, env *cliEnv, cfg daemonconfig.Config, keep
 		Tags: tags, Lanes: cfg.Daemon.Lanes, Runners: kinds, Workdir: cfg.Runtime.Workdir,
 		Versions: probed.Versions, DaemonVersion: Version, DefaultRunner: cfg.Runtime.DefaultRunner,
 		Extensions: announcedExtensions(cfg),
-		LogLevel:   cfg.Log.Level,
+		LogLevel:   wire.LogLevel(cfg.Log.Level), // canonical once validated
 		Queue:      cfg.Daemon.Queue, WaitMaxS: cfg.Poll.WaitMaxS, RetryMinS: cfg.Poll.RetryMinS,
 		RetryMaxS: cfg.Poll.RetryMaxS, MaxInvocations: cfg.Runtime.MaxInvocations,
 		KeepAliveS: cfg.Runtime.KeepAliveS, GraceS: cfg.Shutdown.GraceS,

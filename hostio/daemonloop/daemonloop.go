@@ -122,7 +122,7 @@ type Options struct {
 	PayloadDir string
 	// SetLogLevel, when set, carries out the plane's live log level (a
 	// wire.LogLevel's canonical name); nil logs and ignores it.
-	SetLogLevel func(level string)
+	SetLogLevel func(level wire.LogLevel)
 	// DeliveryPath is where PersistDelivery is written (DeliveryFile in
 	// the workdir); empty keeps nothing across a restart.
 	DeliveryPath string

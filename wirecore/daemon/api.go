@@ -77,7 +77,7 @@ type Config struct {
 	Extensions []string
 	// LogLevel is [log] level, the level a plane's live configuration
 	// (extension wire.ExtConfig) returns to when it stops setting one.
-	LogLevel string
+	LogLevel wire.LogLevel
 	// Cursor and Applied are what PersistDelivery last wrote (extension
 	// wire.ExtCursor): the last command cursor applied and the ids of the
 	// commands applied most recently (at most MaxApplied), so a daemon
@@ -452,10 +452,10 @@ type StartOTA struct {
 	Update    wire.OTAUpdate
 }
 
-// SetLogLevel: log from now on at Level, a wire.LogLevel's canonical name,
-// as the plane's live configuration says (extension wire.ExtConfig).
+// SetLogLevel: log from now on at Level, as the plane's live
+// configuration says (extension wire.ExtConfig).
 type SetLogLevel struct {
-	Level string
+	Level wire.LogLevel
 }
 
 // MaxApplied bounds the applied command ids the machine keeps: far more

@@ -70,7 +70,7 @@ func (m *Machine) setLive(key string, v wire.LiveValue) {
 		from, to = strconv.Itoa(m.cfg.MaxInvocations), strconv.Itoa(int(v.Number))
 		m.cfg.MaxInvocations = int(v.Number)
 	case wire.ConfigLogLevel:
-		from, to = cmp.Or(m.logLevel, m.configuredAt.LogLevel, "info"), v.Level
+		from, to = string(cmp.Or(m.logLevel, m.configuredAt.LogLevel, wire.LogInfo)), string(v.Level)
 		m.logLevel = v.Level
 		if from != to {
 			m.emit(SetLogLevel{Level: v.Level})
@@ -121,7 +121,7 @@ func (m *Machine) configured(key string) wire.LiveValue {
 	case wire.ConfigMaxInvocations:
 		return wire.LiveValue{Number: float64(b.MaxInvocations)}
 	case wire.ConfigLogLevel:
-		return wire.LiveValue{Level: cmp.Or(b.LogLevel, "info")}
+		return wire.LiveValue{Level: cmp.Or(b.LogLevel, wire.LogInfo)}
 	}
 	return wire.LiveValue{}
 }

@@ -83,7 +83,7 @@ type Machine struct {
 	// logLevel is the level the plane last set (extension wire.ExtConfig);
 	// "" until it sets one. configuredAt keeps the live-settable values
 	// as configured, for a key the plane stops setting.
-	logLevel     string
+	logLevel     wire.LogLevel
 	configuredAt bootValues
 	// cancelReasons are the reasons of cancels sent to running work, by
 	// exec or invocation id, until its end is reported.
@@ -276,7 +276,7 @@ func (m *Machine) runKnown(id string) bool {
 type bootValues struct {
 	WaitMaxS, RetryMinS, RetryMaxS float64
 	MaxInvocations                 int
-	LogLevel                       string
+	LogLevel                       wire.LogLevel
 }
 
 func (m *Machine) execRunning(id string) bool {

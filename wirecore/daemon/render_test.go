@@ -89,7 +89,7 @@ func render(e Effect, now time.Time) string {
 	case StartOTA:
 		return fmt.Sprintf("start-ota cmd=%s version=%s sha256=%s", e.CommandID, e.Update.Version, e.Update.SHA256)
 	case SetLogLevel:
-		return "set-log-level " + e.Level
+		return "set-log-level " + string(e.Level)
 	case PersistDelivery:
 		return fmt.Sprintf("persist-delivery cursor=%d applied=%s", e.Cursor, list(e.Applied))
 	case CancelWork:

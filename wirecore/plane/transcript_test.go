@@ -166,7 +166,7 @@ func showLiveConfig(c map[string]msgp.Raw) string {
 		case err != nil:
 			out = append(out, k+"=?")
 		case v.Level != "":
-			out = append(out, k+"="+v.Level)
+			out = append(out, k+"="+string(v.Level))
 		default:
 			out = append(out, fmt.Sprintf("%s=%g", k, v.Number))
 		}

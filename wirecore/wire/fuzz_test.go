@@ -186,7 +186,7 @@ func FuzzPlaneConfig(f *testing.F) {
 		if err != nil {
 			return
 		}
-		s := v.Level
+		s := string(v.Level)
 		if s == "" {
 			s = strconv.FormatFloat(v.Number, 'f', -1, 64)
 		}

@@ -50,7 +50,7 @@ func RetryBoundsOrdered(minS, maxS float64) bool {
 // LiveValue is one live configuration value: a number or a level.
 type LiveValue struct {
 	Number float64
-	Level  string
+	Level  LogLevel
 }
 
 // ParseLiveConfig checks an operator's key=value and returns the value it
@@ -74,7 +74,7 @@ func ParseLiveConfig(key, value string) (LiveValue, error) {
 		if !ok {
 			return LiveValue{}, fmt.Errorf("%s = %q: want %s", key, value, LogLevelChoices)
 		}
-		return LiveValue{Level: string(l)}, nil
+		return LiveValue{Level: l}, nil
 	}
 	return LiveValue{}, fmt.Errorf("unknown live config key %q: want one of %s", key, strings.Join(LiveConfigKeys[:], ", "))
 }
@@ -85,7 +85,7 @@ func ParseLiveConfig(key, value string) (LiveValue, error) {
 func EncodeLiveConfig(key string, v LiveValue) msgp.Raw {
 	switch {
 	case key == ConfigLogLevel:
-		return msgp.AppendString(nil, v.Level)
+		return msgp.AppendString(nil, string(v.Level))
 	case key == ConfigMaxInvocations || v.Number == math.Trunc(v.Number):
 		return msgp.AppendInt64(nil, int64(v.Number))
 	}

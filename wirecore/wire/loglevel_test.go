@@ -38,7 +38,7 @@ func TestLogLevelNames(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), wire.LogLevelChoices) {
 				t.Errorf("ParseLiveConfig(log.level, %q) = %v, %v; want a refusal naming %s", tc.name, v, err, wire.LogLevelChoices)
 			}
-		} else if err != nil || v.Level != string(tc.live) {
+		} else if err != nil || v.Level != tc.live {
 			t.Errorf("ParseLiveConfig(log.level, %q) = %v, %v; want level %q", tc.name, v, err, tc.live)
 		}
 	}
