@@ -40,6 +40,7 @@ func (p *Plane) forget(w *worker, now time.Time, why string) operator.WorkerForg
 			out.CommandsDropped++
 		}
 	}
+	p.unsent(w)
 	delete(p.workers, id)
 	if p.byMachine[w.rec.MachineID] == id {
 		delete(p.byMachine, w.rec.MachineID)

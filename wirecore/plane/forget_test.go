@@ -246,3 +246,45 @@ func TestForgottenWorkerIsActedForByNobody(t *testing.T) {
 		t.Errorf("its exec's result %+v, was %+v", after, before)
 	}
 }
+
+// A forgotten worker's last poll reply cannot be taken back: an
+// Undelivered for it changes nothing and answers nothing (taking back
+// its setup would store its record again), and the reply a live worker
+// got is still taken back after it.
+func TestUndeliveredAfterForgetChangesNothing(t *testing.T) {
+	h := &forgetHarness{t: t, p: plane.New(plane.Config{Entropy: rand.NewChaCha8([32]byte{9})}), now: t0}
+	gone, stays := h.hello("gone"), h.hello("stays")
+	h.step(plane.EnqueueSetup{WorkerID: gone, Body: operator.SetupRequest{Script: "true"}})
+	h.step(plane.EnqueueExec{WorkerID: stays, Body: operator.ExecRequest{Command: "true"}})
+	if rep, _ := h.step(plane.Poll{Auth: bearer, Body: wire.PollRequest{WorkerID: gone}}); len(rep.Body.(wire.PollResponse).Commands) != 1 {
+		t.Fatalf("gone's poll: %+v", rep.Body)
+	}
+	goneReply := h.req
+	if rep, _ := h.step(plane.Poll{Auth: bearer, Body: wire.PollRequest{WorkerID: stays}}); len(rep.Body.(wire.PollResponse).Commands) != 1 {
+		t.Fatalf("stays' poll: %+v", rep.Body)
+	}
+	staysReply := h.req
+
+	h.now = h.now.Add(2 * time.Minute)
+	h.step(plane.Poll{Auth: bearer, Body: wire.PollRequest{WorkerID: stays, TimeoutS: 0}})
+	h.tick()
+	if rep, _ := h.step(plane.ForgetWorker{WorkerID: gone}); rep.Status != plane.StatusOK {
+		t.Fatalf("forgetting gone: %d %+v", rep.Status, rep.Body)
+	}
+	if effs := h.p.Step(h.now, plane.Undelivered{Req: goneReply}); len(effs) != 0 {
+		t.Errorf("Undelivered of a forgotten worker's reply: %+v, want no effects", effs)
+	}
+	if got := h.p.PendingCommands(); got != 0 {
+		t.Errorf("%d commands pending after the forgotten worker's Undelivered, want 0", got)
+	}
+	// stays polled (empty) since its reply with the exec: that empty
+	// reply carried nothing, so the exec's reply is still the one to take
+	// back.
+	effs := h.p.Step(h.now, plane.Undelivered{Req: staysReply})
+	if !slices.ContainsFunc(effs, func(e plane.Effect) bool { _, ok := e.(plane.Persist); return ok }) {
+		t.Errorf("Undelivered of a live worker's reply: %+v, want its exec put back", effs)
+	}
+	if got := h.p.PendingCommands(); got != 1 {
+		t.Errorf("%d commands pending after the live worker's Undelivered, want 1", got)
+	}
+}

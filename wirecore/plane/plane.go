@@ -158,6 +158,10 @@ type Plane struct {
 	pollOrder []parkedPoll
 	// logWaits lists parked log waits by exec id.
 	logWaits map[string][]RequestID
+	// sentBy finds the worker whose lastReply a request is, so an
+	// Undelivered (a FIFO relay may report a whole backlog of them) is
+	// one lookup, not a walk of the fleet. Kept by sent and unsent.
+	sentBy map[RequestID]*worker
 
 	// restoredAt gives every restored worker a fresh LostAfter window:
 	// daemons cannot poll a server that was down.
@@ -286,6 +290,7 @@ func Restore(cfg Config, snap Snapshot, now time.Time) (*Plane, error) {
 		execs:       make(map[string]*ExecRecord, len(snap.Execs)),
 		parked:      make(map[RequestID]*parked),
 		logWaits:    make(map[string][]RequestID),
+		sentBy:      make(map[RequestID]*worker),
 		restoredAt:  now,
 		byKey:       make(map[string]string),
 		revoked:     make(map[string]string),

@@ -382,7 +382,7 @@ func (p *Plane) replyPoll(req RequestID, w *worker, cmds []CommandRecord) {
 		out[i] = wire.Command{ID: c.ID, Kind: c.Kind, Body: c.Body}
 	}
 	if len(cmds) > 0 {
-		w.lastReply, w.lastSent = req, cmds
+		p.sent(w, req, cmds)
 	}
 	resp := wire.PollResponse{Commands: out, TargetNymphVersion: p.targetVersion(w)}
 	if w.uses(wire.ExtConfig) && w.configSent < w.rec.ConfigGen {
@@ -536,24 +536,17 @@ func (p *Plane) onDeadline(now time.Time, req RequestID) {
 // daemon back at the front of the worker's queue, as if never sent, and
 // offers them to the worker's next poll.
 func (p *Plane) onUndelivered(now time.Time, e Undelivered) {
-	var w *worker
-	for _, c := range p.workerOrder {
-		if c.lastReply == e.Req && len(c.lastSent) > 0 {
-			w = c
-			break
-		}
-	}
+	w := p.sentBy[e.Req]
 	if w == nil {
 		return // a later reply went out since; too late to take this one back
 	}
+	sent := w.lastSent
+	p.unsent(w)
 	if w.uses(wire.ExtCursor) {
 		// Its cursor never reached them: its next poll gets them again.
-		w.lastSent, w.lastReply = nil, 0
 		p.wakeWorker(w, now)
 		return
 	}
-	sent := w.lastSent
-	w.lastSent, w.lastReply = nil, 0
 	var back []CommandRecord
 	for _, c := range sent {
 		if p.takeBack(w, c) {
@@ -562,6 +555,22 @@ func (p *Plane) onUndelivered(now time.Time, e Undelivered) {
 	}
 	w.pending = append(back, w.pending...)
 	p.wakeWorker(w, now)
+}
+
+// sent makes req, which carried cmds to w, w's lastReply: the one an
+// Undelivered can still take back.
+func (p *Plane) sent(w *worker, req RequestID, cmds []CommandRecord) {
+	p.unsent(w)
+	w.lastReply, w.lastSent = req, cmds
+	p.sentBy[req] = w
+}
+
+// unsent forgets w's lastReply.
+func (p *Plane) unsent(w *worker) {
+	if len(w.lastSent) > 0 && p.sentBy[w.lastReply] == w {
+		delete(p.sentBy, w.lastReply)
+	}
+	w.lastReply, w.lastSent = 0, nil
 }
 
 // takeBack undoes the delivery of c; false when c is a run, which goes
