@@ -101,13 +101,16 @@ func (p *Plane) markLost(w *worker, now time.Time) {
 // valid setting (it only makes a daemon that stops polling lost sooner),
 // so waiting on the plane's own answer is not silence.
 func (p *Plane) expireUnreported(now time.Time) {
-	for _, id := range p.runningIDs() {
+	// Every running invocation is looked at each Tick, but only the
+	// expired ones are sorted (into the order their failures are stored
+	// in): a plane ticks every second, and most ticks find none.
+	var expired []string
+	for id, since := range p.alive {
 		inv := p.invocations[id]
 		w := p.workers[inv.WorkerID]
 		if w == nil || w.rec.State == WorkerLost {
 			continue
 		}
-		since := p.alive[id]
 		if pk := &w.park; pk.kind == parkPoll && since.Equal(pk.at) {
 			since = pk.until // keepAlive stamped it with that poll's arrival
 		}
@@ -115,8 +118,13 @@ func (p *Plane) expireUnreported(now time.Time) {
 			since = p.restoredAt
 		}
 		if now.Sub(since) > p.cfg.LostAfter {
-			p.failLost(inv, now, fmt.Sprintf("worker %s stopped reporting the invocation", w.ID()))
+			expired = append(expired, id)
 		}
+	}
+	slices.Sort(expired)
+	for _, id := range expired {
+		inv := p.invocations[id]
+		p.failLost(inv, now, fmt.Sprintf("worker %s stopped reporting the invocation", inv.WorkerID))
 	}
 }
 
@@ -128,9 +136,6 @@ func (p *Plane) failLost(inv *InvocationRecord, now time.Time, msg string) {
 	p.clearRunning(inv)
 	p.putInvocation(inv)
 }
-
-// runningIDs lists running invocations, oldest id first.
-func (p *Plane) runningIDs() []string { return slices.Sorted(maps.Keys(p.alive)) }
 
 // runningOf lists worker id's running invocations, oldest id first.
 func (p *Plane) runningOf(id string) []string { return slices.Sorted(maps.Keys(p.runningOn[id])) }
