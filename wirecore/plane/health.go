@@ -101,32 +101,67 @@ func (p *Plane) markLost(w *worker, now time.Time) {
 // valid setting (it only makes a daemon that stops polling lost sooner),
 // so waiting on the plane's own answer is not silence.
 func (p *Plane) expireUnreported(now time.Time) {
-	// Every running invocation is looked at each Tick, but only the
-	// expired ones are sorted (into the order their failures are stored
-	// in): a plane ticks every second, and most ticks find none.
-	var expired []string
-	for id, since := range p.alive {
-		inv := p.invocations[id]
-		w := p.workers[inv.WorkerID]
-		if w == nil || w.rec.State == WorkerLost {
-			continue
-		}
-		if pk := &w.park; pk.kind == parkPoll && since.Equal(pk.at) {
-			since = pk.until // keepAlive stamped it with that poll's arrival
-		}
-		if p.restoredAt.After(since) {
-			since = p.restoredAt
-		}
-		if now.Sub(since) > p.cfg.LostAfter {
-			expired = append(expired, id)
-		}
-	}
-	slices.Sort(expired)
-	for _, id := range expired {
+	for _, id := range p.dueUnreported(now) {
 		inv := p.invocations[id]
 		p.failLost(inv, now, fmt.Sprintf("worker %s stopped reporting the invocation", inv.WorkerID))
 	}
 }
+
+// dueUnreported lists, sorted (the order their failures are stored in),
+// the running invocations unreported for LostAfter at now. It looks only
+// at those whose stamp came up (see Plane.stamps).
+func (p *Plane) dueUnreported(now time.Time) []string {
+	for len(p.stamps) > 0 && now.Sub(p.stamps[0].at) > p.cfg.LostAfter {
+		s := p.stamps.pop()
+		switch at, ok := p.alive[s.id]; {
+		case !ok: // it ended
+		case at.Equal(s.at):
+			p.unreported[s.id] = struct{}{}
+		default:
+			p.stamps.push(stamp{at: at, id: s.id})
+		}
+	}
+	var due []string
+	for id := range p.unreported {
+		since := p.alive[id]
+		if now.Sub(since) <= p.cfg.LostAfter {
+			delete(p.unreported, id) // reported again
+			p.stamps.push(stamp{at: since, id: id})
+			continue
+		}
+		if p.silent(id, since, now) {
+			due = append(due, id)
+		}
+	}
+	slices.Sort(due)
+	return due
+}
+
+// silent reports whether running invocation id, last reported at since,
+// counts as unreported for LostAfter at now (see expireUnreported).
+func (p *Plane) silent(id string, since, now time.Time) bool {
+	w := p.workers[p.invocations[id].WorkerID]
+	if w == nil || w.rec.State == WorkerLost {
+		return false
+	}
+	if pk := &w.park; pk.kind == parkPoll && since.Equal(pk.at) && pk.until.After(since) {
+		// reported stamped it with that poll's arrival. Never earlier:
+		// a clock that stepped back can answer a poll before it came.
+		since = pk.until
+	}
+	if p.restoredAt.After(since) {
+		since = p.restoredAt
+	}
+	return now.Sub(since) > p.cfg.LostAfter
+}
+
+// stamp is an alive time of a running invocation (Plane.stamps).
+type stamp struct {
+	at time.Time
+	id string
+}
+
+func (s stamp) before(o stamp) bool { return s.at.Before(o.at) }
 
 func (p *Plane) failLost(inv *InvocationRecord, now time.Time, msg string) {
 	inv.State = InvocationFailed
@@ -143,6 +178,7 @@ func (p *Plane) runningOf(id string) []string { return slices.Sorted(maps.Keys(p
 // setRunning records inv, running on its worker, as alive at now.
 func (p *Plane) setRunning(inv *InvocationRecord, now time.Time) {
 	p.alive[inv.ID] = now
+	p.stamps.push(stamp{at: now, id: inv.ID})
 	on := p.runningOn[inv.WorkerID]
 	if on == nil {
 		on = make(map[string]struct{})
@@ -151,10 +187,21 @@ func (p *Plane) setRunning(inv *InvocationRecord, now time.Time) {
 	on[inv.ID] = struct{}{}
 }
 
+// reported records that running invocation id was listed by its worker
+// at now. A clock that stepped back gives a time earlier than any of its
+// stamps: it gets one of its own.
+func (p *Plane) reported(id string, now time.Time) {
+	if now.Before(p.alive[id]) {
+		p.stamps.push(stamp{at: now, id: id})
+	}
+	p.alive[id] = now
+}
+
 // clearRunning forgets inv as running; call it before inv's worker id
 // changes.
 func (p *Plane) clearRunning(inv *InvocationRecord) {
 	delete(p.alive, inv.ID)
+	delete(p.unreported, inv.ID)
 	if on := p.runningOn[inv.WorkerID]; on != nil {
 		delete(on, inv.ID)
 		if len(on) == 0 {

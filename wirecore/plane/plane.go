@@ -127,10 +127,22 @@ type Plane struct {
 	// alive is when each running invocation was last reported by its
 	// worker; runningOn indexes the same invocations by worker id, so a
 	// worker's runs are found without walking every running one (a hello
-	// herd after an outage asks for each worker's). Both change only
-	// through setRunning and clearRunning.
+	// herd after an outage asks for each worker's). They change only
+	// through setRunning, reported and clearRunning.
 	alive     map[string]time.Time
 	runningOn map[string]map[string]struct{}
+	// stamps and unreported let a Tick look only at the running
+	// invocations that may be unreported, not at every one (a plane
+	// ticks every second). stamps holds, earliest first, an alive time of
+	// each running invocation no later than its current one: setRunning
+	// pushes it, and an entry that comes up while its invocation has
+	// been reported since is pushed again at that time. An entry that
+	// comes up LostAfter old and still current moves its invocation to
+	// unreported, where each Tick looks at it until it is reported
+	// again, fails, or ends: a parked poll that listed it, or a restore,
+	// may hold it back a while yet.
+	stamps     minHeap[stamp]
+	unreported map[string]struct{}
 	// tails are the last stdout_tail each invocation's polls reported (at
 	// most wire.StdoutTailMax bytes), kept in memory only: the next poll
 	// after a restart brings it back.
@@ -286,6 +298,7 @@ func Restore(cfg Config, snap Snapshot, now time.Time) (*Plane, error) {
 		invocations: make(map[string]*InvocationRecord, len(snap.Invocations)),
 		alive:       make(map[string]time.Time),
 		runningOn:   make(map[string]map[string]struct{}),
+		unreported:  make(map[string]struct{}),
 		tails:       make(map[string]string),
 		execs:       make(map[string]*ExecRecord, len(snap.Execs)),
 		parked:      make(map[RequestID]*parked),
@@ -528,64 +541,15 @@ func (f *deadlineFIFO) keep(ok func(deadline) bool) {
 	f.d, f.head = kept, 0
 }
 
-// deadlineHeap is a min-heap of deadlines, earliest first. It is sifted
-// by hand rather than through container/heap, whose interface would box
-// every deadline pushed: one allocation per parked poll.
-type deadlineHeap []deadline
+// deadlineHeap holds the deadlines that came out of until order.
+type deadlineHeap = minHeap[deadline]
 
-func (h deadlineHeap) less(i, j int) bool {
-	if !h[i].until.Equal(h[j].until) {
-		return h[i].until.Before(h[j].until)
+// before orders deadlines by until, then by request.
+func (d deadline) before(o deadline) bool {
+	if !d.until.Equal(o.until) {
+		return d.until.Before(o.until)
 	}
-	return h[i].req < h[j].req
-}
-
-func (h *deadlineHeap) push(d deadline) {
-	*h = append(*h, d)
-	a := *h
-	for i := len(a) - 1; i > 0; {
-		parent := (i - 1) / 2
-		if !a.less(i, parent) {
-			break
-		}
-		a[i], a[parent] = a[parent], a[i]
-		i = parent
-	}
-}
-
-func (h *deadlineHeap) pop() deadline {
-	a := *h
-	top := a[0]
-	last := len(a) - 1
-	a[0] = a[last]
-	*h = a[:last]
-	h.down(0)
-	return top
-}
-
-// down sifts element i toward the leaves until its children are later.
-func (h deadlineHeap) down(i int) {
-	for {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < len(h) && h.less(l, m) {
-			m = l
-		}
-		if r < len(h) && h.less(r, m) {
-			m = r
-		}
-		if m == i {
-			return
-		}
-		h[i], h[m] = h[m], h[i]
-		i = m
-	}
-}
-
-// init orders a heap built by appending.
-func (h deadlineHeap) init() {
-	for i := len(h)/2 - 1; i >= 0; i-- {
-		h.down(i)
-	}
+	return d.req < o.req
 }
 
 func (p *Plane) dispatch(now time.Time, ev Event) {

@@ -113,7 +113,7 @@ func (p *Plane) keepAlive(w *worker, list []wire.InvocationStatus, now time.Time
 	for i := range list {
 		id := list[i].InvocationID
 		if inv := p.invocations[id]; inv != nil && inv.State == InvocationRunning && inv.WorkerID == w.ID() {
-			p.alive[id] = now
+			p.reported(id, now)
 			if t := list[i].StdoutTail; t != "" {
 				p.tails[id] = wire.StdoutTailOf(t)
 			}
