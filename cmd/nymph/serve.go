@@ -72,14 +72,15 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintf(env.stderr, "nymph serve: --retain %v: must not be negative\n", *retain)
 		return 2
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"lost-after", *lostAfter}, {"forget-lost-after", *forgetLost}} {
-		if d.v < 0 {
-			fmt.Fprintf(env.stderr, "nymph serve: --%s %v: must not be negative\n", d.name, d.v)
-			return 2
-		}
+	if *lostAfter <= 0 {
+		// The plane would take zero for its default: say so rather than
+		// run with a window the operator did not ask for.
+		fmt.Fprintf(env.stderr, "nymph serve: --lost-after %v: must be positive (default %v)\n", *lostAfter, plane.DefaultLostAfter)
+		return 2
+	}
+	if *forgetLost < 0 {
+		fmt.Fprintf(env.stderr, "nymph serve: --forget-lost-after %v: must not be negative (0 keeps lost workers)\n", *forgetLost)
+		return 2
 	}
 	if *maxWorkers < 1 {
 		fmt.Fprintf(env.stderr, "nymph serve: --max-workers %d: must be at least 1\n", *maxWorkers)
