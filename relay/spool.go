@@ -141,7 +141,10 @@ func (rl *Relay) serveSpool(spool, id string) {
 // answerSpoolFile reads the request file and forwards it. It returns the
 // reply and the file's permission bits, which the reply file gets too.
 func (rl *Relay) answerSpoolFile(dirs spoolDirs, spool, id string) (reply, uint32, bool) {
-	fd, err := unix.Openat(dirs.req, id+".frame", unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	// O_NONBLOCK: a FIFO made under this name would otherwise block the
+	// open until someone writes it, and with it the relay's shutdown; it
+	// is refused below as not a regular file. A regular file ignores it.
+	fd, err := unix.Openat(dirs.req, id+".frame", unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if err != unix.ENOENT { // ENOENT: the daemon gave up on it
 			rl.spoolFailed(fmt.Errorf("relay: open %s/req/%s.frame: %w", spool, id, err))
@@ -176,7 +179,13 @@ func (rl *Relay) writeSpoolReply(dirs spoolDirs, id string, rep *reply, mode uin
 		return err
 	}
 	tmp, final := id+".tmp", id+".frame"
-	fd, err := unix.Openat(dirs.resp, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
+	// The reply is always a file made here (O_EXCL): whatever already
+	// has the name (an earlier attempt's, or a FIFO whose open would
+	// block) is removed first.
+	if err := unix.Unlinkat(dirs.resp, tmp, 0); err != nil && err != unix.ENOENT {
+		return fmt.Errorf("remove %s: %w", tmp, err)
+	}
+	fd, err := unix.Openat(dirs.resp, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
 	if err != nil {
 		return err
 	}

@@ -8,9 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/nymphd/nymph/internal/testkit"
 	"github.com/nymphd/nymph/wirecore/frame"
+	"golang.org/x/sys/unix"
 )
 
 // spoolDaemon is the daemon's side of the spool, as the contract says.
@@ -138,5 +140,40 @@ func TestSpoolLargeReply(t *testing.T) {
 		if rep.ID != "big-1" || rep.Status != 200 || !patternOK(rep.Body, n) {
 			t.Fatalf("chunked=%v: reply id %q status %d, %d body bytes", chunked, rep.ID, rep.Status, len(rep.Body))
 		}
+	}
+}
+
+// A FIFO made under a request's name, or under a reply's temporary name,
+// blocks neither the relay nor its shutdown: the request is refused as
+// not a regular file, the reply is written to a file made afresh, and
+// the requests beside them are served.
+func TestSpoolFIFOsDoNotBlock(t *testing.T) {
+	fp := newFakePlane(t)
+	prefix := t.TempDir()
+	sd := newSpoolDaemon(t, filepath.Join(prefix, "m1"))
+	for _, name := range []string{filepath.Join("req", "fifo1.frame"), filepath.Join("resp", "ok2.tmp")} {
+		if err := unix.Mkfifo(filepath.Join(sd.dir, name), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, cancel, done := startRelay(t, prefix, fp.URL, func(c *Config) { c.ShutdownGrace = 200 * time.Millisecond })
+	for _, id := range []string{"ok1", "ok2"} {
+		sd.put(t, id, envelope(t, "/v1/daemon/poll", id, nil))
+		if rep := decodeReply(t, sd.take(t, id)); rep.ID != id || rep.Status != 200 {
+			t.Fatalf("reply %s = %+v", id, rep)
+		}
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		// Unblock the opens so the test can end.
+		for _, name := range []string{filepath.Join("req", "fifo1.frame"), filepath.Join("resp", "ok2.tmp")} {
+			if fd, err := unix.Open(filepath.Join(sd.dir, name), unix.O_RDWR|unix.O_NONBLOCK, 0); err == nil {
+				unix.Close(fd)
+			}
+		}
+		<-done
+		t.Fatal("the relay did not stop within 5 s of its cancel (grace 200 ms): an open of a FIFO blocked it")
 	}
 }
