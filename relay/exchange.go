@@ -50,6 +50,13 @@ func errNoAnswer(timeout time.Duration) error {
 	return fmt.Errorf("no answer within %v: %w", timeout, context.DeadlineExceeded)
 }
 
+// upstreamLimit bounds one upstream call, a streamed body's upload
+// included: it is cancelled at until, with errNoAnswer(timeout).
+type upstreamLimit struct {
+	timeout time.Duration
+	until   time.Time
+}
+
 // payload is the byte source of one frame's payload: it returns io.EOF
 // once the payload's announced length has been read, and never reads past
 // it, so the next frame stays intact.
@@ -63,11 +70,11 @@ type payload interface {
 	// byte of a new frame means it gave up on this one, and cancel is
 	// called (as a closed connection would tell a plane reached directly).
 	// abandoned reports that.
-	// The source also bounds the call by timeout, cancelling it with a
-	// cause that says so. addressed says the reply carries the request's
-	// id, so a daemon that moved on tells it from its new request's reply
-	// by itself.
-	await(call func() result, cancel context.CancelCauseFunc, timeout time.Duration, addressed bool) (res result, abandoned bool)
+	// The source also bounds the call by lim, cancelling it with a cause
+	// that says so. addressed says the reply carries the request's id, so
+	// a daemon that moved on tells it from its new request's reply by
+	// itself.
+	await(call func() result, cancel context.CancelCauseFunc, lim upstreamLimit, addressed bool) (res result, abandoned bool)
 	// forwarding says the frame is going upstream: from now on shutdown
 	// gives it the grace instead of cutting it off.
 	forwarding()
@@ -302,6 +309,7 @@ func (x *exchange) forward(rq *request) (reply, bool) {
 		}
 	}()
 	timeout := x.rl.up.timeout
+	lim := upstreamLimit{timeout: timeout, until: time.Now().Add(timeout)}
 	answer := func(res result, abandoned bool) (reply, bool) {
 		rep, send := x.answer(res, abandoned)
 		if rep.stream != nil {
@@ -320,7 +328,7 @@ func (x *exchange) forward(rq *request) (reply, bool) {
 		// Posted from this goroutine: a small frame's round trip is what
 		// the relay's latency is, and every hand-off to another goroutine
 		// adds a wake-up to it.
-		return answer(x.src.await(func() result { return x.rl.post(ctx, rq) }, cancel, timeout, x.id != ""))
+		return answer(x.src.await(func() result { return x.rl.post(ctx, rq) }, cancel, lim, x.id != ""))
 	}
 	done := make(chan result, 1)
 	pr, pw := io.Pipe()
@@ -330,7 +338,14 @@ func (x *exchange) forward(rq *request) (reply, bool) {
 		pr.CloseWithError(errUpstreamDone) // the pump then drains the rest itself
 		done <- res
 	}()
+	// The upload counts against the call's timeout: an upstream that
+	// takes the connection and stops reading would otherwise hold this
+	// pump (and its daemon) in the write below for good. Cancelled, the
+	// call ends, the pipe's reader closes, and the rest of the body is
+	// read and dropped.
+	upload := time.AfterFunc(timeout, func() { cancel(errNoAnswer(timeout)) })
 	err := x.stream(pw, x.buf[off:x.have], int64(end-x.have))
+	upload.Stop()
 	pw.CloseWithError(err) // nil: EOF, the body is complete
 	if err == nil {
 		err = x.src.discard(x.buf)
@@ -340,7 +355,7 @@ func (x *exchange) forward(rq *request) (reply, bool) {
 		<-done
 		return x.sourceFailed(err)
 	}
-	return answer(x.src.await(func() result { return <-done }, cancel, timeout, x.id != ""))
+	return answer(x.src.await(func() result { return <-done }, cancel, lim, x.id != ""))
 }
 
 // guardStream bounds the reading of a streamed reply by the upstream

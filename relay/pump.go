@@ -349,8 +349,10 @@ func (p *pump) readOnce(fd uintptr) bool {
 	r := &p.rd
 	dst := r.dst
 	if dst == nil {
-		p.in = inPool.Get().(*[]byte)
-		dst = *p.in
+		if p.in == nil {
+			p.in = inPool.Get().(*[]byte)
+		}
+		dst = *p.in // empty: only a pump with nothing buffered reads into it
 	}
 	for {
 		r.n, r.err = unix.Read(int(fd), dst)
@@ -443,16 +445,16 @@ type callWatch struct {
 // deadline, or for a raw frame by firing at the timeout), so a quick call
 // costs no timer but the watcher's own, which the pump keeps from frame to
 // frame.
-func (p *pump) await(call func() result, cancel context.CancelCauseFunc, timeout time.Duration, addressed bool) (result, bool) {
+func (p *pump) await(call func() result, cancel context.CancelCauseFunc, lim upstreamLimit, addressed bool) (result, bool) {
 	p.mu.Lock()
-	p.call = callWatch{timeout: timeout, deadline: time.Now().Add(timeout), cancel: cancel, addressed: addressed}
+	p.call = callWatch{timeout: lim.timeout, deadline: lim.until, cancel: cancel, addressed: addressed}
 	if p.killed {
 		cancel(errStopped) // removed while the frame was read
 	}
 	p.mu.Unlock()
-	after := timeout
+	after := time.Until(lim.until)
 	if addressed {
-		after = min(watchAfter, timeout)
+		after = min(watchAfter, after)
 	}
 	if p.watch == nil {
 		p.watchDone = make(chan struct{}, 1)
@@ -498,13 +500,23 @@ func (p *pump) watchCall() {
 	if !watch {
 		return
 	}
-	if _, err := p.readSome(nil, false); err == nil {
+	// Bytes of the next frame may be in the input buffer already (read
+	// with the end of this one): they are that frame, and a read here
+	// would overwrite them.
+	superseded := p.buffered() > 0
+	var err error
+	if !superseded {
+		_, err = p.readSome(nil, false)
+		superseded = err == nil
+	}
+	if superseded {
 		p.mu.Lock()
 		p.call.abandoned = true
 		p.mu.Unlock()
 		c.cancel(errCallAbandoned)
 		return
-	} else if !errors.Is(err, os.ErrDeadlineExceeded) {
+	}
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
 		return
 	}
 	p.mu.Lock()

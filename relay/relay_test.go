@@ -366,6 +366,27 @@ func TestNewFrameAbandonsRequestInFlight(t *testing.T) {
 	}
 }
 
+// A next frame that came in the same read as the end of a blocked call's
+// frame (two frames written at once, the second longer than the rest of
+// the pump's read) supersedes the call from the buffer, whole: none of
+// its bytes are lost to the watcher's read.
+func TestNextFrameAlreadyReadAbandonsRequestInFlight(t *testing.T) {
+	fp := newFakePlane(t)
+	fp.block = make(chan struct{})
+	defer close(fp.block)
+	rl, d := relayOnOnePair(t, fp.URL, nil)
+	resp, req := d.openForTest(t)
+	both := frame.Append(nil, envelope(t, "/v1/daemon/poll", "p1", nil))
+	both = frame.Append(both, envelope(t, "/v1/daemon/ack", "a2", bytes.Repeat([]byte("x"), 8000)))
+	writeAll(t, req, both)
+	if rep := decodeReply(t, readFrame(t, resp)); rep.ID != "a2" || rep.Status != 200 || string(rep.Body) != "len:8000" {
+		t.Fatalf("reply = %+v, want a2's with its 8000 bytes seen", rep)
+	}
+	if got := rl.metrics.errs[errAbandoned].Load(); got != 1 {
+		t.Fatalf("abandoned = %d, want 1", got)
+	}
+}
+
 // A daemon already holding resp when a pump starts (its request went to
 // a relay that died, or it opened resp before retrying req) is sent
 // nothing unsolicited: the first frame it reads is the answer to the first

@@ -269,9 +269,9 @@ func (s *fileSource) discard([]byte) error { return nil }
 
 // await waits: spool requests are independent files, so none abandons
 // another; the daemon removes a request it gave up on instead.
-func (s *fileSource) await(call func() result, cancel context.CancelCauseFunc, timeout time.Duration, _ bool) (result, bool) {
-	t := time.AfterFunc(timeout, func() {
-		cancel(errNoAnswer(timeout))
+func (s *fileSource) await(call func() result, cancel context.CancelCauseFunc, lim upstreamLimit, _ bool) (result, bool) {
+	t := time.AfterFunc(time.Until(lim.until), func() {
+		cancel(errNoAnswer(lim.timeout))
 	})
 	defer t.Stop()
 	return call(), false

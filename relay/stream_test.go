@@ -58,7 +58,7 @@ func (s *streamSource) Read(b []byte) (int, error) {
 	return 0, errStalled
 }
 
-func (s *streamSource) await(call func() result, _ context.CancelCauseFunc, _ time.Duration, _ bool) (result, bool) {
+func (s *streamSource) await(call func() result, _ context.CancelCauseFunc, _ upstreamLimit, _ bool) (result, bool) {
 	return call(), false
 }
 

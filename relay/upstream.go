@@ -275,14 +275,13 @@ func spill(r io.Reader) (*os.File, int64, error) {
 	return f, n, nil
 }
 
-// unwrapURL drops the *url.Error wrapper: its message repeats the URL, and
-// the endpoint is already named.
+// unwrapURL drops a *url.Error wrapper: its message repeats the URL, and
+// the endpoint is already named. Only that one: any other wrapper (the
+// upstream timeout's errNoAnswer, which names the deadline) is the
+// reason the daemon reads.
 func unwrapURL(err error) error {
-	var ue interface{ Unwrap() error }
-	if errors.As(err, &ue) {
-		if inner := ue.Unwrap(); inner != nil {
-			return inner
-		}
+	if ue, ok := err.(*url.Error); ok && ue.Err != nil {
+		return ue.Err
 	}
 	return err
 }
