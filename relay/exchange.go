@@ -183,7 +183,9 @@ func (x *exchange) readHead() error {
 			x.settleID(nil)
 			return fmt.Errorf("envelope keys after a body: the head needs %d bytes, more than %d", short.Need, headCap)
 		}
-		want = int64(short.Need)
+		// At least double what is held before parsing again: a head sent
+		// a byte at a time costs a few parses, not one per byte.
+		want = min(int64(max(short.Need, 2*x.have)), int64(headCap), x.size)
 	}
 }
 
@@ -204,19 +206,54 @@ func (x *exchange) settleID(envErr error) error {
 	return envErr
 }
 
-// headFailed answers a frame whose head could not be read or parsed.
+// headFailed answers a frame whose head could not be read or parsed. A
+// frame whose bytes stopped before its head was whole is refused all the
+// same when what came already refuses it (a length over the ceiling, an
+// endpoint not allowed), and dropped otherwise, as any stalled frame.
 func (x *exchange) headFailed(err error) (reply, bool) {
-	switch {
-	case errors.Is(err, errStalled), errors.Is(err, errStopped), errors.Is(err, errCutOff):
+	if errors.Is(err, errStopped) || errors.Is(err, errCutOff) {
 		return x.sourceFailed(err)
+	}
+	stalled := errors.Is(err, errStalled)
+	if stalled {
+		x.partialHead()
+	}
+	status, kind, msg := http.StatusBadRequest, errEnvelope, ""
+	switch {
 	case x.size > frame.MaxPayload:
-		return x.refuse(http.StatusRequestEntityTooLarge, errOversize,
-			fmt.Sprintf("frame of %d bytes exceeds the %d-byte ceiling", x.size, frame.MaxPayload))
+		status, kind, msg = http.StatusRequestEntityTooLarge, errOversize,
+			fmt.Sprintf("frame of %d bytes exceeds the %d-byte ceiling", x.size, frame.MaxPayload)
+	case stalled && x.env.Endpoint != "":
+		eerr := policy.CheckEndpoint(x.env.Endpoint)
+		if eerr == nil {
+			return x.sourceFailed(err)
+		}
+		kind, msg = errEndpoint, eerr.Error()
+	case stalled:
+		return x.sourceFailed(err)
+	default:
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			err = errTruncated
+		}
+		msg = "not a relay envelope: " + err.Error()
 	}
-	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		err = errTruncated
+	if stalled {
+		return x.refused(status, kind, msg) // its bytes stopped: none are left to drain
 	}
-	return x.refuse(http.StatusBadRequest, errEnvelope, "not a relay envelope: "+err.Error())
+	return x.refuse(status, kind, msg)
+}
+
+// partialHead takes what it can from the head read so far, its id and
+// endpoint, for a frame whose bytes stopped before the head was whole.
+func (x *exchange) partialHead() {
+	if x.have == 0 || x.id != "" || x.fileID != "" {
+		return
+	}
+	env, _ := frame.ReadEnvelope(x.buf[:x.have], int(x.size))
+	x.env.Endpoint = env.Endpoint
+	if frame.ValidID(env.ID) {
+		x.id = env.ID
+	}
 }
 
 // sourceFailed decides what a frame whose bytes stopped gets: nothing when
@@ -224,13 +261,7 @@ func (x *exchange) headFailed(err error) (reply, bool) {
 // relay's shutdown grace cut it off.
 func (x *exchange) sourceFailed(err error) (reply, bool) {
 	if errors.Is(err, errCutOff) {
-		if x.id == "" && x.fileID == "" && x.have > 0 {
-			// The id may have arrived before the frame was cut off.
-			env, _ := frame.ReadEnvelope(x.buf[:x.have], int(x.size))
-			if frame.ValidID(env.ID) {
-				x.id = env.ID
-			}
-		}
+		x.partialHead() // the id may have arrived before the frame was cut off
 		return x.shutdownReply(), true
 	}
 	if errors.Is(err, errStalled) {
@@ -261,6 +292,12 @@ func (x *exchange) refuse(status int, kind errKind, msg string) (reply, bool) {
 	if err := x.src.discard(x.buf); err != nil && !errors.Is(err, errStalled) && !errors.Is(err, errCutOff) {
 		return x.sourceFailed(err)
 	}
+	return x.refused(status, kind, msg)
+}
+
+// refused answers a frame refused with status and message, once nothing
+// of it is left to read.
+func (x *exchange) refused(status int, kind errKind, msg string) (reply, bool) {
 	x.rl.metrics.fail(kind)
 	x.rl.log.Info("relay: frame refused", "status", status, "reason", msg)
 	return reply{id: x.id, status: status, message: msg, relayErr: true}, true

@@ -12,11 +12,13 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/nymphd/nymph/relay/policy"
 	"github.com/nymphd/nymph/wirecore/frame"
 	"github.com/nymphd/nymph/wirecore/wire"
+	"github.com/tinylib/msgp/msgp"
 )
 
 // memPlane answers every request in memory: 200 with the body's length.
@@ -105,6 +107,29 @@ func oversizeHead(id string) []byte {
 	return append(b, envPrefix(id)...)
 }
 
+// bigHead is an envelope whose head (headers) is over the relay's first
+// read, so a frame cut short of it stalls inside the head.
+func bigHead(t testing.TB, endpoint, id string) []byte {
+	h := map[string]string{}
+	for i := range 200 {
+		h[fmt.Sprintf("X-LS-Pad-%03d", i)] = strings.Repeat("v", 40)
+	}
+	p, err := (&wire.RelayRequest{Endpoint: endpoint, ID: id, Headers: h, Body: []byte("b")}).MarshalMsg(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// bodyFirst is an envelope with its keys in another order than nymph's:
+// the body of n bytes first.
+func bodyFirst(n int, endpoint, id string) []byte {
+	p := msgp.AppendMapHeader(nil, 3)
+	p = msgp.AppendBytes(msgp.AppendString(p, "body"), bytes.Repeat([]byte("b"), n))
+	p = msgp.AppendString(msgp.AppendString(p, "endpoint"), endpoint)
+	return msgp.AppendString(msgp.AppendString(p, "id"), id)
+}
+
 // envPrefix is the start of an envelope whose body never arrives.
 func envPrefix(id string) []byte {
 	p, _ := (&wire.RelayRequest{Endpoint: "/v1/daemon/poll", ID: id, Body: []byte{}}).MarshalMsg(nil)
@@ -131,7 +156,14 @@ func TestStreamTable(t *testing.T) {
 		{"garbage frame then good", cat(frameOf([]byte("\xc1\xc1")), ok("b")), []want{{"", 400}, {"b", 200}}},
 		{"empty frame then good", cat(frameOf(nil), ok("b")), []want{{"", 400}, {"b", 200}}},
 		{"not a map", frameOf([]byte{0x93, 1, 2, 3}), []want{{"", 400}}},
-		{"oversize with id, stalls", oversizeHead("big"), nil},
+		{"oversize with id, stalls", oversizeHead("big"), []want{{"big", 413}}},
+		{"oversize, bare header, stalls", binary.BigEndian.AppendUint32(nil, frame.MaxPayload+1), []want{{"", 413}}},
+		// The id comes after the headers: the refusal goes out raw.
+		{"endpoint refused, stalls in the head", frameOf(bigHead(t, "/v1/admin", "y"))[:300], []want{{"", 400}}},
+		{"endpoint allowed, stalls in the head", frameOf(bigHead(t, "/v1/daemon/poll", "z"))[:300], nil},
+		{"body first, small", frameOf(bodyFirst(1000, "/v1/daemon/ack", "k1")), []want{{"k1", 200}}},
+		// Its id is past the body, beyond what the relay holds: raw.
+		{"body first, head over 64 KiB", frameOf(bodyFirst(100_000, "/v1/daemon/ack", "k2")), []want{{"", 400}}},
 		{"partial header", []byte{0, 0}, nil},
 		{"stalled body", ok("a")[:10], nil},
 		{"endpoint refused", frameOf(envelope(t, "/v1/admin", "x", nil)), []want{{"x", 400}}},
@@ -186,4 +218,32 @@ func FuzzPump(f *testing.F) {
 			t.Fatalf("allocated %d bytes for a %d-byte input", grew, len(data))
 		}
 	})
+}
+
+// A head that arrives a byte at a time is parsed a few times, not once
+// per byte: each parse of a head of n headers makes about n allocations,
+// so a parse per byte of a 60 KiB head would make tens of millions.
+func TestDrippedHeadParsedAFewTimes(t *testing.T) {
+	h := map[string]string{}
+	for i := range 1500 {
+		h[fmt.Sprintf("X-LS-Pad-%04d", i)] = strings.Repeat("v", 20)
+	}
+	body := bytes.Repeat([]byte("b"), 100<<10) // a frame over the head cap: the head is read in steps
+	p, err := (&wire.RelayRequest{Endpoint: "/v1/daemon/ack", ID: "d1", Headers: h, Body: body}).MarshalMsg(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl := memRelay()
+	allocs := testing.AllocsPerRun(1, func() {
+		src := &streamSource{frameBody{r: iotest.OneByteReader(bytes.NewReader(p)), remain: int64(len(p))}}
+		if _, send := rl.serveFrame(context.Background(), src, int64(len(p)), ""); !send {
+			t.Fatal("no reply")
+		}
+	})
+	// A parse of the whole head makes some 3,000 allocations (the
+	// headers map's keys and values), and forwarding a few thousand more:
+	// 9,600 measured, where a parse per byte made 79 million.
+	if limit := 10 * float64(len(h)); allocs > limit {
+		t.Fatalf("%.0f allocations to read a %d-byte head a byte at a time, want at most %.0f", allocs, len(p)-len(body), limit)
+	}
 }
