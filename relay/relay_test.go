@@ -45,6 +45,10 @@ func TestRoundTripWithID(t *testing.T) {
 	if got[0].Path != "/base/v1/daemon/poll" || got[0].Auth != "Bearer relay-secret" || got[0].ContentType != "application/x-msgpack" {
 		t.Fatalf("upstream request = %+v", got[0])
 	}
+	// Spec 001's transport table: what a daemon sends directly.
+	if a := got[0].Header.Values("Accept"); len(a) != 1 || a[0] != "application/x-msgpack" {
+		t.Fatalf("upstream Accept = %q, want application/x-msgpack", a)
+	}
 }
 
 func TestRoundTripRaw(t *testing.T) {

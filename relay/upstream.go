@@ -19,6 +19,7 @@ import (
 	"github.com/nymphd/nymph/hostio/tlsca"
 	"github.com/nymphd/nymph/relay/internal/inlinehttp"
 	"github.com/nymphd/nymph/relay/policy"
+	"github.com/nymphd/nymph/wirecore/wire"
 	"github.com/nymphd/nymph/wirecore/frame"
 )
 
@@ -32,7 +33,7 @@ const heldReply = headCap
 
 // defaultContentType is what the daemon's bodies are unless the envelope
 // says otherwise (raw log chunks).
-const defaultContentType = "application/x-msgpack"
+const defaultContentType = wire.ContentTypeMsgpack
 
 // upstream is the one HTTP transport every pump shares.
 type upstream struct {
@@ -62,8 +63,13 @@ func (u *upstream) authorization() []string {
 	return a.value
 }
 
-// defaultContentTypeHeader is shared by every request, as auth is.
-var defaultContentTypeHeader = []string{defaultContentType}
+// defaultContentTypeHeader and acceptHeader are shared by every
+// request, as auth is. Every request accepts msgpack, as a daemon's own
+// do (spec 001's transport table): the relay is the daemon's client.
+var (
+	defaultContentTypeHeader = []string{defaultContentType}
+	acceptHeader             = []string{wire.ContentTypeMsgpack}
+)
 
 // defaultTransport is what carries the relay's requests when Config names
 // no client; proxy is http.ProxyFromEnvironment outside tests.
@@ -183,7 +189,7 @@ func (u *upstream) post(ctx context.Context, rq *request) result {
 	req := (&http.Request{
 		Method: http.MethodPost, URL: target, Host: target.Host,
 		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: make(http.Header, len(rq.headers)+2), Body: body, ContentLength: rq.bodyLen,
+		Header: make(http.Header, len(rq.headers)+3), Body: body, ContentLength: rq.bodyLen,
 	}).WithContext(ctx)
 	for k, v := range rq.headers {
 		req.Header[k] = v
@@ -197,6 +203,7 @@ func (u *upstream) post(ctx context.Context, rq *request) result {
 	} else {
 		req.Header["Content-Type"] = []string{ct}
 	}
+	req.Header["Accept"] = acceptHeader
 	req.Header["Authorization"] = u.authorization()
 	resp, err := u.transport.RoundTrip(req)
 	if err != nil && ctx.Err() != nil {
