@@ -19,8 +19,8 @@ import (
 	"github.com/nymphd/nymph/hostio/tlsca"
 	"github.com/nymphd/nymph/relay/internal/inlinehttp"
 	"github.com/nymphd/nymph/relay/policy"
-	"github.com/nymphd/nymph/wirecore/wire"
 	"github.com/nymphd/nymph/wirecore/frame"
+	"github.com/nymphd/nymph/wirecore/wire"
 )
 
 // heldReply is the largest upstream reply the relay reads whole before
