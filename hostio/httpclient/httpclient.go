@@ -32,6 +32,7 @@ import (
 
 	"github.com/nymphd/nymph/hostio/tlsca"
 	"github.com/nymphd/nymph/hostio/transport"
+	"github.com/nymphd/nymph/wirecore/frame"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
 
@@ -169,12 +170,6 @@ func (c *Client) URL(endpoint string) (*url.URL, error) {
 	return &u, nil
 }
 
-// sameOrigin reports whether u is the control plane's own origin — the only
-// place the bearer may go.
-func (c *Client) sameOrigin(u *url.URL) bool {
-	return strings.EqualFold(u.Scheme, c.base.Scheme) && strings.EqualFold(u.Host, c.base.Host)
-}
-
 // RoundTrip posts one request. A response of any status is returned as a
 // Response; an error means no response arrived.
 func (c *Client) RoundTrip(ctx context.Context, req *transport.Request) (*transport.Response, error) {
@@ -199,7 +194,7 @@ func (c *Client) RoundTrip(ctx context.Context, req *transport.Request) (*transp
 		}
 		hreq.Header.Set(k, v)
 	}
-	if c.token != "" && c.sameOrigin(u) {
+	if c.token != "" && frame.SameOrigin(u, c.base) { // the only place the bearer may go
 		hreq.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	hresp, err := c.client.Do(hreq)

@@ -47,12 +47,16 @@ func (p RelayPaths) Endpoint(target *url.URL) (string, error) {
 }
 
 // SameOrigin reports whether a and b have one origin: scheme, host and
-// port, an absent port being the scheme's default. It is the one test of
-// where a daemon's credentials (and its relay) may go.
+// port, an absent port being the scheme's default and a host's case and
+// final dot not counting. It is the one test of where a daemon's
+// credentials (and its relay) may go.
 func SameOrigin(a, b *url.URL) bool {
-	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) &&
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(hostOf(a), hostOf(b)) &&
 		portOf(a) == portOf(b)
 }
+
+// hostOf is u's host without the final dot of a fully qualified name.
+func hostOf(u *url.URL) string { return strings.TrimSuffix(u.Hostname(), ".") }
 
 func portOf(u *url.URL) string {
 	if p := u.Port(); p != "" {

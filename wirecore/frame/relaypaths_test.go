@@ -49,3 +49,34 @@ func TestRelayPathsEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// One origin is one scheme, host and port, however they are spelled.
+func TestSameOrigin(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		same bool
+	}{
+		{"https://cp.example", "https://cp.example/v1/daemon/exec/x/chunk", true},
+		{"https://cp.example", "https://cp.example:443/v1/x", true},
+		{"https://cp.example:443", "https://cp.example/v1/x", true},
+		{"https://cp.example", "https://CP.example./v1/x", true},
+		{"http://cp.example", "http://cp.example:80/v1/x", true},
+		{"HTTPS://cp.example", "https://cp.example/v1/x", true},
+		{"https://[::1]:8443", "https://[::1]:8443/v1/x", true},
+		{"https://cp.example", "http://cp.example/v1/x", false},
+		{"https://cp.example", "https://cp.example:8443/v1/x", false},
+		{"http://cp.example", "http://cp.example:443/v1/x", false},
+		{"https://cp.example", "https://cp.example.evil/v1/x", false},
+		{"https://cp.example", "https://evil.cp.example/v1/x", false},
+		{"https://cp.example", "https://cp.example../v1/x", false},
+	} {
+		a, _ := url.Parse(tc.a)
+		b, _ := url.Parse(tc.b)
+		if got := SameOrigin(a, b); got != tc.same {
+			t.Errorf("SameOrigin(%s, %s) = %v, want %v", tc.a, tc.b, got, tc.same)
+		}
+		if got := SameOrigin(b, a); got != tc.same {
+			t.Errorf("SameOrigin(%s, %s) = %v, want %v", tc.b, tc.a, got, tc.same)
+		}
+	}
+}
