@@ -14,6 +14,9 @@ type capture struct {
 	truncated [2]bool
 }
 
+// stopping changes nothing: a capture never blocks.
+func (c *capture) stopping() {}
+
 func (c *capture) write(stream int, p []byte) {
 	room := MaxCapture - len(c.buf[stream])
 	if len(p) > room {

@@ -17,9 +17,10 @@ import (
 // -2 (timeout) or -1 (cancel) and holds the caller until the group is
 // gone.
 type guard struct {
-	pid   int
-	grace time.Duration
-	log   *slog.Logger
+	pid      int
+	grace    time.Duration
+	stopping func() // told first when a stop begins
+	log      *slog.Logger
 
 	mu       sync.Mutex
 	isReaped bool
@@ -28,8 +29,8 @@ type guard struct {
 	stopped  chan struct{}
 }
 
-func newGuard(pid int, grace time.Duration, log *slog.Logger) *guard {
-	return &guard{pid: pid, grace: grace, log: log,
+func newGuard(pid int, grace time.Duration, stopping func(), log *slog.Logger) *guard {
+	return &guard{pid: pid, grace: grace, stopping: stopping, log: log,
 		gone: make(chan struct{}), stopped: make(chan struct{})}
 }
 
@@ -59,6 +60,7 @@ func (g *guard) stop(code int, why string) {
 	g.code = code
 	g.mu.Unlock()
 	g.log.Info(why)
+	g.stopping()
 	procgroup.Stop(g.pid, g.gone, g.grace)
 	close(g.stopped)
 }

@@ -46,6 +46,10 @@ func (o Options) withDefaults() Options {
 // share a sink; calls come from the exec's own goroutine.
 type sink interface {
 	write(stream int, p []byte)
+	// stopping says the exec's group is being stopped (a timeout, a
+	// cancel): a write must not block from now on, or the group's
+	// output would never reach EOF and the shell never be reaped.
+	stopping()
 }
 
 const (
@@ -130,7 +134,7 @@ func spawnAndWait(ctx context.Context, ex wire.Exec, opt Options, out sink, log 
 		closeFile(p.stdinW) // the child reads EOF at once
 	}
 
-	g := newGuard(cmd.Process.Pid, opt.KillGrace, log)
+	g := newGuard(cmd.Process.Pid, opt.KillGrace, out.stopping, log)
 	disarm := g.arm(ctx, timeoutOf(ex))
 	waitErr := awaitShell(cmd, p, out, opt.DrainGrace, log)
 	disarm()

@@ -420,6 +420,40 @@ func TestStreamingTimeout(t *testing.T) {
 	}
 }
 
+// A sink whose posts all fail fills the shipper's buffer, and the child
+// then waits on its writes (back-pressure); a timeout or a cancel still
+// ends the exec, dropping what the stopped group writes, rather than
+// waiting on a buffer that never empties.
+func TestStreamingStopsWhenItsSinkKeepsFailing(t *testing.T) {
+	for _, how := range []string{"timeout", "cancel"} {
+		t.Run(how, func(t *testing.T) {
+			opt := testOptions()
+			opt.Poster = &flakyPoster{failEvery: 1}
+			opt.MaxBuffered = 1 << 20
+			ex := wire.Exec{Command: "head -c 8388608 /dev/zero; sleep 60",
+				Log: &wire.LogSink{StdoutURL: "u", FlushBytes: 64 << 10, FlushMS: 50}}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			want := wire.ExitSpawnFailed
+			if how == "timeout" {
+				ex.TimeoutS, want = ptr(wire.Number(1)), wire.ExitTimeout
+			} else {
+				time.AfterFunc(time.Second, cancel)
+			}
+			done := make(chan wire.ExecResult, 1)
+			go func() { done <- Run(ctx, ex, opt) }()
+			select {
+			case res := <-done:
+				if res.ExitCode != wire.Int(want) {
+					t.Fatalf("exit %d, want %d", res.ExitCode, want)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("the exec did not end within 30 s of a 1 s %s", how)
+			}
+		})
+	}
+}
+
 func TestDurationMeasured(t *testing.T) {
 	res := Run(context.Background(), wire.Exec{Command: "sleep 0.1"}, testOptions())
 	if res.DurationMS < 100 || res.DurationMS > 5000 {

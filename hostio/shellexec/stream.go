@@ -3,6 +3,8 @@ package shellexec
 import (
 	"context"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nymphd/nymph/wirecore/wire"
@@ -22,10 +24,16 @@ const finalRetryDelay = 100 * time.Millisecond
 type shipper struct {
 	in   chan []byte
 	done chan struct{}
+	// quit is closed when the exec is being stopped; dropped counts the
+	// bytes the loop then took and could not keep.
+	quit     chan struct{}
+	quitOnce sync.Once
+	dropped  atomic.Int64
+	log      *slog.Logger
 }
 
 func newShipper(ctx context.Context, ls *wire.LogSink, opt Options, log *slog.Logger) *shipper {
-	s := &shipper{in: make(chan []byte, 16), done: make(chan struct{})}
+	s := &shipper{in: make(chan []byte, 16), done: make(chan struct{}), quit: make(chan struct{}), log: log}
 	l := &shipLoop{
 		parent: ctx,
 		// Chunk posts outlive a shutdown cancel: the output of a killed
@@ -51,20 +59,28 @@ func newShipper(ctx context.Context, ls *wire.LogSink, opt Options, log *slog.Lo
 	if l.poster == nil {
 		log.Warn("streaming exec without a chunk poster; its output is dropped", "url", l.url)
 	}
-	go func() { defer close(s.done); l.loop(s.in) }()
+	go func() { defer close(s.done); l.loop(s.in, s.quit, &s.dropped) }()
 	return s
 }
 
-// write copies p: the reader reuses its buffer.
+// write copies p: the reader reuses its buffer. It waits while the
+// loop's buffer is full (back-pressure on the child), until the exec is
+// being stopped (stopping): the loop then takes and drops what does not
+// fit.
 func (s *shipper) write(_ int, p []byte) {
 	s.in <- append([]byte(nil), p...)
 }
+
+func (s *shipper) stopping() { s.quitOnce.Do(func() { close(s.quit) }) }
 
 // close is called once both readers have stopped; it returns when the last
 // chunk has been posted or given up.
 func (s *shipper) close() {
 	close(s.in)
 	<-s.done
+	if n := s.dropped.Load(); n > 0 {
+		s.log.Warn("exec log output dropped while its group was stopped: the chunk posts were failing", "bytes", n)
+	}
 }
 
 type shipLoop struct {
@@ -81,21 +97,30 @@ type shipLoop struct {
 	buf               []byte
 }
 
-func (l *shipLoop) loop(in <-chan []byte) {
+func (l *shipLoop) loop(in <-chan []byte, quit <-chan struct{}, dropped *atomic.Int64) {
 	tick := time.NewTicker(l.flushEvery)
 	defer tick.Stop()
+	quitting := false
 	for {
-		recv := in
-		if len(l.buf) >= l.maxBuffered {
+		recv, full := in, len(l.buf) >= l.maxBuffered
+		if full && !quitting {
 			// Back-pressure: the child blocks on its writes until a post
-			// succeeds, instead of the daemon growing without bound.
+			// succeeds, instead of the daemon growing without bound. Not
+			// once the exec is being stopped: then what does not fit is
+			// dropped, so its group's output reaches its end.
 			recv = nil
 		}
 		select {
+		case <-quit:
+			quitting, quit = true, nil
 		case p, ok := <-recv:
 			if !ok {
 				l.finalFlush()
 				return
+			}
+			if full {
+				dropped.Add(int64(len(p)))
+				continue
 			}
 			l.buf = append(l.buf, p...)
 			if len(l.buf) >= l.flushBytes {
