@@ -41,10 +41,31 @@ func (p *Plane) CountHealthFrom(t time.Time) { p.restoredAt = t }
 // isLost: a worker silent for LostAfter (silentSince) is lost. A parked
 // poll is a sign of life.
 func (p *Plane) isLost(w *worker, now time.Time) bool {
-	if w.rec.State == WorkerLost || w.hasPoll {
+	if w.rec.State == WorkerLost || w.hasPoll || p.busy(w) {
 		return false
 	}
 	return now.Sub(p.silentSince(w)) > p.cfg.LostAfter
+}
+
+// busy reports whether w's daemon has every permit taken (its running
+// runs and open execs fill its max_invocations) and, without the cancel
+// extension, has therefore stopped polling: "When no permit is free the
+// daemon stops long-polling entirely and waits for one" (spec 001). Its
+// silence is then no sign of its death, nor is its not listing its runs
+// (it lists them only in polls); it is counted again from when one of
+// them ends (freedAt). A daemon that speaks the extension polls while
+// full, for control commands only, and is never busy.
+func (p *Plane) busy(w *worker) bool {
+	limit := int(w.rec.Capabilities.MaxInvocations)
+	return limit > 0 && !w.uses(wire.ExtCancel) && len(w.openExecs)+len(p.runningOn[w.ID()]) >= limit
+}
+
+// ended records that a run or exec of w ended by its daemon's word;
+// wasBusy is busy(w) before it did.
+func (p *Plane) ended(w *worker, wasBusy bool, now time.Time) {
+	if w != nil && wasBusy {
+		w.freedAt = now
+	}
 }
 
 // forgetDue: with ForgetLostAfter, a lost worker is forgotten that long
@@ -78,6 +99,9 @@ func (p *Plane) silentSince(w *worker) time.Time {
 	}
 	if w.rec.HibernateUntil.After(since) {
 		since = w.rec.HibernateUntil
+	}
+	if w.freedAt.After(since) {
+		since = w.freedAt
 	}
 	return since
 }
@@ -141,7 +165,7 @@ func (p *Plane) dueUnreported(now time.Time) []string {
 // counts as unreported for LostAfter at now (see expireUnreported).
 func (p *Plane) silent(id string, since, now time.Time) bool {
 	w := p.workers[p.invocations[id].WorkerID]
-	if w == nil || w.rec.State == WorkerLost {
+	if w == nil || w.rec.State == WorkerLost || p.busy(w) {
 		return false
 	}
 	if pk := &w.park; pk.kind == parkPoll && since.Equal(pk.at) && pk.until.After(since) {
@@ -151,6 +175,9 @@ func (p *Plane) silent(id string, since, now time.Time) bool {
 	}
 	if p.restoredAt.After(since) {
 		since = p.restoredAt
+	}
+	if w.freedAt.After(since) {
+		since = w.freedAt // it was busy until then: it could not list it
 	}
 	return now.Sub(since) > p.cfg.LostAfter
 }

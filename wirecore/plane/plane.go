@@ -223,6 +223,10 @@ type worker struct {
 	park parked
 	// persistedSeen is the LastSeen the store holds.
 	persistedSeen time.Time
+	// freedAt is when a run or exec of the worker ended, by its daemon's
+	// word, while every permit of it was taken (busy): its daemon polls
+	// again from then, and its silence counts from then.
+	freedAt time.Time
 	// lastReply is the request of the last poll reply that carried
 	// commands, and lastSent those commands, so an Undelivered can put
 	// them back.

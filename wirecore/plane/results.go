@@ -64,6 +64,8 @@ func (p *Plane) onAck(now time.Time, e Ack) {
 		p.reply(e.Req, StatusOK, OK{})
 		return
 	}
+	holder := p.workers[inv.WorkerID]
+	wasBusy := holder != nil && p.busy(holder)
 	inv.State = a.State
 	inv.ResultBlob = slices.Clone([]byte(a.ResultBlob))
 	inv.Error = cloneErrorInfo(a.Error)
@@ -75,6 +77,7 @@ func (p *Plane) onAck(now time.Time, e Ack) {
 		inv.WorkerID = a.WorkerID
 	}
 	p.putInvocation(inv)
+	p.ended(holder, wasBusy, now)
 	p.reply(e.Req, StatusOK, OK{})
 	p.answerParkedPoll(p.workers[inv.WorkerID], now)
 }
@@ -168,7 +171,10 @@ func (p *Plane) onExecResult(now time.Time, e ExecResult) {
 	res := e.Body
 	res.ResultInline = slices.Clone(res.ResultInline)
 	res.ResultRef = slices.Clone(res.ResultRef)
+	holder := p.workers[ex.WorkerID]
+	wasBusy := holder != nil && p.busy(holder)
 	p.finishExec(ex, &res, now)
+	p.ended(holder, wasBusy, now)
 	p.reply(e.Req, StatusOK, OK{})
 	p.answerParkedPoll(p.workers[ex.WorkerID], now)
 }
