@@ -28,6 +28,9 @@
 //     no-redirect rule, and the credential-free downloads of OTA binaries
 //     and presigned payloads (Downloads).
 //     daemon; ctl and dev through opclient.
+//   - idpath: the directory name of a run, setup or exec after its id
+//     (an id the wire allows but no plain file name is made one). daemon
+//     (the runners' workdirs, payload staging).
 //   - instancelock: one process per directory (flock), the holder named
 //     in the refusal. daemon (its state directory), relay (its prefix).
 //   - introspect: the daemon's loopback /status and /metrics server.

@@ -9,8 +9,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
 
+	"github.com/nymphd/nymph/hostio/idpath"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
 
@@ -34,22 +34,18 @@ const (
 	EnvRootInvocationID   = "DREAMLAKE_ROOT_INVOCATION_ID"
 )
 
-// dirName is what an invocation id must look like to become a directory
-// name: nothing that could climb out of the root.
-var dirName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]*$`)
-
 // Owner is the uid/gid the workdir is handed to when the child runs as
 // another user (as_user); nil keeps the daemon's own.
 type Owner struct{ UID, GID int }
 
-// PrepareWorkdir creates {root}/{name} with mode 0700 and writes args to
+// PrepareWorkdir creates {root}/{idpath.Name(id)} with mode 0700 and writes args to
 // args.msgpack in it. The root is created 0711 when missing, so that a
 // child running as another user can reach its own directory without being
 // able to list the others. A leftover directory of the same name (a
 // redelivered command, or a failure kept for inspection) is reused:
 // args.msgpack is rewritten and an old result.msgpack or error.json removed.
-func PrepareWorkdir(root, name string, args []byte, owner *Owner) (string, error) {
-	return PrepareWorkdirArgs(root, name, Args{Blob: args}, owner)
+func PrepareWorkdir(root, id string, args []byte, owner *Owner) (string, error) {
+	return PrepareWorkdirArgs(root, id, Args{Blob: args}, owner)
 }
 
 // Args is where args.msgpack comes from: the file File when it is set (a
@@ -82,9 +78,10 @@ func (a Args) write(path string) error {
 }
 
 // PrepareWorkdirArgs is PrepareWorkdir with the arguments from args.
-func PrepareWorkdirArgs(root, name string, args Args, owner *Owner) (string, error) {
-	if !dirName.MatchString(name) {
-		return "", fmt.Errorf("runners: workdir name %q is not a plain file name", name)
+func PrepareWorkdirArgs(root, id string, args Args, owner *Owner) (string, error) {
+	name, err := idpath.Name(id)
+	if err != nil {
+		return "", fmt.Errorf("runners: workdir: %w", err)
 	}
 	if err := os.MkdirAll(root, 0o711); err != nil {
 		return "", fmt.Errorf("runners: create workdir root %s: %w", root, err)

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nymphd/nymph/hostio/idpath"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
 
@@ -51,9 +53,27 @@ func TestPrepareWorkdir(t *testing.T) {
 
 func TestPrepareWorkdirRefusesPaths(t *testing.T) {
 	root := t.TempDir()
-	for _, name := range []string{"", ".", "..", "../x", "a/b", "/abs", ".hidden"} {
+	for _, name := range []string{"", "../x", "a/b", "/abs", "a\x00b", strings.Repeat("x", 300)} {
 		if _, err := PrepareWorkdir(root, name, nil, nil); err == nil {
 			t.Errorf("name %q accepted", name)
+		}
+	}
+}
+
+// An id the wire allows but no plain file name is (a colon, a leading
+// dot) gets a workdir of its own directly under the root, named by
+// idpath; a plain one is its own name (spec 003:
+// {workdir}/{invocation_id}).
+func TestPrepareWorkdirTakesEveryWireID(t *testing.T) {
+	root := t.TempDir()
+	for _, id := range []string{"01HZX", "inv:1", "job@host", "-lead", "..", "_setup-c:1"} {
+		dir, err := PrepareWorkdir(root, id, []byte("a"), nil)
+		if err != nil {
+			t.Fatalf("id %q: %v", id, err)
+		}
+		want, _ := idpath.Name(id)
+		if dir != filepath.Join(root, want) || id == "01HZX" && want != id {
+			t.Errorf("id %q: workdir %s, want %s", id, dir, filepath.Join(root, want))
 		}
 	}
 }

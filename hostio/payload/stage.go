@@ -6,31 +6,30 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
+
+	"github.com/nymphd/nymph/hostio/idpath"
 )
 
 // StageFile is the name of an exec's payload inside its staging directory.
 const StageFile = "payload"
 
-// stageName is what an exec id must look like to name a directory.
-var stageName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]*$`)
-
 // Stage puts an exec's payload where its command reads it (the file the
-// exec's wire.EnvPayload names): root/<execID>/payload, read-only. A
-// cached payload (from Fetch) is hard-linked, so a 100 MiB payload used
-// by many execs is on disk once — unless the daemon runs as root: a
+// exec's wire.EnvPayload names): root/<idpath.Name(execID)>/payload,
+// read-only. A cached payload (from Fetch) is hard-linked, so a 100 MiB
+// payload used by many execs is on disk once — unless the daemon runs as root: a
 // file's mode does not bind root, and a command writing through the link
 // would change the cache entry under every exec sharing it, so root's
 // execs get a copy. Across file systems it is copied too. An inline one
 // is written. remove deletes the directory once the exec has ended.
 func Stage(root, execID string, inline []byte, cached string) (file string, remove func(), err error) {
-	if !stageName.MatchString(execID) {
-		return "", nil, fmt.Errorf("payload: exec id %q is not a plain file name", execID)
+	name, err := idpath.Name(execID)
+	if err != nil {
+		return "", nil, fmt.Errorf("payload: stage exec %q: %w", execID, err)
 	}
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return "", nil, fmt.Errorf("payload: create %s: %w", root, err)
 	}
-	dir := filepath.Join(root, execID)
+	dir := filepath.Join(root, name)
 	// A leftover of a redelivered exec is replaced.
 	if err := os.RemoveAll(dir); err != nil {
 		return "", nil, fmt.Errorf("payload: clear %s: %w", dir, err)
