@@ -16,6 +16,7 @@ import (
 	"github.com/nymphd/nymph/internal/testkit"
 	"github.com/nymphd/nymph/runners"
 	"github.com/nymphd/nymph/wirecore/wire"
+	"github.com/tinylib/msgp/msgp"
 	corev1 "k8s.io/api/core/v1"
 	sigyaml "sigs.k8s.io/yaml"
 )
@@ -112,6 +113,37 @@ func TestManifestPVCAndResources(t *testing.T) {
 	}
 	if req.Cpu().String() != "2" || req.Memory().String() != "4Gi" || len(req) != 2 {
 		t.Fatalf("requests %v", req)
+	}
+}
+
+// run_config.kube.image (spec 003 lists image among the kube runner's
+// keys) names the Pod's image; run_config.image is the fallback, then
+// DefaultImage.
+func TestManifestImage(t *testing.T) {
+	for _, tc := range []struct{ kube, top, want string }{
+		{"registry.example/train:7", "", "registry.example/train:7"},
+		{"registry.example/train:7", "registry.local/fn:3", "registry.example/train:7"},
+		{"", "registry.local/fn:3", "registry.local/fn:3"},
+		{"", "", DefaultImage},
+	} {
+		var raw []byte
+		raw = msgp.AppendMapHeader(raw, 2)
+		raw = msgp.AppendString(msgp.AppendString(raw, "runner"), "kube")
+		raw = msgp.AppendMapHeader(msgp.AppendString(raw, "kube"), 1)
+		raw = msgp.AppendString(msgp.AppendString(raw, "image"), tc.kube)
+		var rc wire.RunConfig
+		if _, err := rc.UnmarshalMsg(raw); err != nil {
+			t.Fatal(err)
+		}
+		inv := invocation(rc.Kube)
+		inv.Run.RunConfig.Image = tc.top
+		m, err := Manifest(inv, DefaultEntry)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := decodePod(t, m).Spec.Containers[0].Image; got != tc.want {
+			t.Errorf("kube.image %q, image %q: pod image %q, want %q", tc.kube, tc.top, got, tc.want)
+		}
 	}
 }
 

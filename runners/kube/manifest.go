@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -138,10 +139,7 @@ func Manifest(inv runners.Invocation, entry []string) ([]byte, error) {
 	if !dnsLabel.MatchString(ns) {
 		return nil, fmt.Errorf("kube runner: namespace %q is not a valid name", ns)
 	}
-	image := inv.Run.RunConfig.Image
-	if image == "" {
-		image = DefaultImage
-	}
+	image := cmp.Or(cfg.Image, inv.Run.RunConfig.Image, DefaultImage)
 	res, err := resources(cfg)
 	if err != nil {
 		return nil, err

@@ -141,7 +141,10 @@ type SlurmConfig struct {
 
 // KubeConfig is run_config.kube. PVC names a ReadWriteMany claim that holds
 // the workdir as a sub-path (for multi-node clusters); empty means hostPath.
+// Image is the Pod's image: spec 003 lists it among the kube runner's
+// keys, and run_config.image is taken when it is empty.
 type KubeConfig struct {
+	Image         string  `msg:"image,omitempty" json:"image,omitempty"`
 	Namespace     string  `msg:"namespace,omitempty" json:"namespace,omitempty"`
 	Context       string  `msg:"context,omitempty" json:"context,omitempty"`
 	GPU           Text    `msg:"gpu,omitzero" json:"gpu,omitempty"`

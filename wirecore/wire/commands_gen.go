@@ -1681,6 +1681,12 @@ func (z *KubeConfig) DecodeMsg(dc *msgp.Reader) (err error) {
 			return
 		}
 		switch msgp.UnsafeString(field) {
+		case "image":
+			z.Image, err = dc.ReadString()
+			if err != nil {
+				err = msgp.WrapError(err, "Image")
+				return
+			}
 		case "namespace":
 			z.Namespace, err = dc.ReadString()
 			if err != nil {
@@ -1749,36 +1755,40 @@ func (z *KubeConfig) DecodeMsg(dc *msgp.Reader) (err error) {
 // EncodeMsg implements msgp.Encodable
 func (z *KubeConfig) EncodeMsg(en *msgp.Writer) (err error) {
 	// check for omitted fields
-	zb0001Len := uint32(7)
-	var zb0001Mask uint8 /* 7 bits */
+	zb0001Len := uint32(8)
+	var zb0001Mask uint8 /* 8 bits */
 	_ = zb0001Mask
-	if z.Namespace == "" {
+	if z.Image == "" {
 		zb0001Len--
 		zb0001Mask |= 0x1
 	}
-	if z.Context == "" {
+	if z.Namespace == "" {
 		zb0001Len--
 		zb0001Mask |= 0x2
 	}
-	if z.GPU.IsZero() {
+	if z.Context == "" {
 		zb0001Len--
 		zb0001Mask |= 0x4
 	}
-	if z.CPU.IsZero() {
+	if z.GPU.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x8
 	}
-	if z.Memory.IsZero() {
+	if z.CPU.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x10
 	}
-	if z.PollIntervalS == nil {
+	if z.Memory.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x20
 	}
-	if z.PVC == "" {
+	if z.PollIntervalS == nil {
 		zb0001Len--
 		zb0001Mask |= 0x40
+	}
+	if z.PVC == "" {
+		zb0001Len--
+		zb0001Mask |= 0x80
 	}
 	// variable map header, size zb0001Len
 	err = en.Append(0x80 | uint8(zb0001Len))
@@ -1789,6 +1799,18 @@ func (z *KubeConfig) EncodeMsg(en *msgp.Writer) (err error) {
 	// skip if no fields are to be emitted
 	if zb0001Len != 0 {
 		if (zb0001Mask & 0x1) == 0 { // if not omitted
+			// write "image"
+			err = en.Append(0xa5, 0x69, 0x6d, 0x61, 0x67, 0x65)
+			if err != nil {
+				return
+			}
+			err = en.WriteString(z.Image)
+			if err != nil {
+				err = msgp.WrapError(err, "Image")
+				return
+			}
+		}
+		if (zb0001Mask & 0x2) == 0 { // if not omitted
 			// write "namespace"
 			err = en.Append(0xa9, 0x6e, 0x61, 0x6d, 0x65, 0x73, 0x70, 0x61, 0x63, 0x65)
 			if err != nil {
@@ -1800,7 +1822,7 @@ func (z *KubeConfig) EncodeMsg(en *msgp.Writer) (err error) {
 				return
 			}
 		}
-		if (zb0001Mask & 0x2) == 0 { // if not omitted
+		if (zb0001Mask & 0x4) == 0 { // if not omitted
 			// write "context"
 			err = en.Append(0xa7, 0x63, 0x6f, 0x6e, 0x74, 0x65, 0x78, 0x74)
 			if err != nil {
@@ -1812,7 +1834,7 @@ func (z *KubeConfig) EncodeMsg(en *msgp.Writer) (err error) {
 				return
 			}
 		}
-		if (zb0001Mask & 0x4) == 0 { // if not omitted
+		if (zb0001Mask & 0x8) == 0 { // if not omitted
 			// write "gpu"
 			err = en.Append(0xa3, 0x67, 0x70, 0x75)
 			if err != nil {
@@ -1824,7 +1846,7 @@ func (z *KubeConfig) EncodeMsg(en *msgp.Writer) (err error) {
 				return
 			}
 		}
-		if (zb0001Mask & 0x8) == 0 { // if not omitted
+		if (zb0001Mask & 0x10) == 0 { // if not omitted
 			// write "cpu"
 			err = en.Append(0xa3, 0x63, 0x70, 0x75)
 			if err != nil {
@@ -1836,7 +1858,7 @@ func (z *KubeConfig) EncodeMsg(en *msgp.Writer) (err error) {
 				return
 			}
 		}
-		if (zb0001Mask & 0x10) == 0 { // if not omitted
+		if (zb0001Mask & 0x20) == 0 { // if not omitted
 			// write "memory"
 			err = en.Append(0xa6, 0x6d, 0x65, 0x6d, 0x6f, 0x72, 0x79)
 			if err != nil {
@@ -1848,7 +1870,7 @@ func (z *KubeConfig) EncodeMsg(en *msgp.Writer) (err error) {
 				return
 			}
 		}
-		if (zb0001Mask & 0x20) == 0 { // if not omitted
+		if (zb0001Mask & 0x40) == 0 { // if not omitted
 			// write "poll_interval_s"
 			err = en.Append(0xaf, 0x70, 0x6f, 0x6c, 0x6c, 0x5f, 0x69, 0x6e, 0x74, 0x65, 0x72, 0x76, 0x61, 0x6c, 0x5f, 0x73)
 			if err != nil {
@@ -1867,7 +1889,7 @@ func (z *KubeConfig) EncodeMsg(en *msgp.Writer) (err error) {
 				}
 			}
 		}
-		if (zb0001Mask & 0x40) == 0 { // if not omitted
+		if (zb0001Mask & 0x80) == 0 { // if not omitted
 			// write "pvc"
 			err = en.Append(0xa3, 0x70, 0x76, 0x63)
 			if err != nil {
@@ -1887,36 +1909,40 @@ func (z *KubeConfig) EncodeMsg(en *msgp.Writer) (err error) {
 func (z *KubeConfig) MarshalMsg(b []byte) (o []byte, err error) {
 	o = msgp.Require(b, z.Msgsize())
 	// check for omitted fields
-	zb0001Len := uint32(7)
-	var zb0001Mask uint8 /* 7 bits */
+	zb0001Len := uint32(8)
+	var zb0001Mask uint8 /* 8 bits */
 	_ = zb0001Mask
-	if z.Namespace == "" {
+	if z.Image == "" {
 		zb0001Len--
 		zb0001Mask |= 0x1
 	}
-	if z.Context == "" {
+	if z.Namespace == "" {
 		zb0001Len--
 		zb0001Mask |= 0x2
 	}
-	if z.GPU.IsZero() {
+	if z.Context == "" {
 		zb0001Len--
 		zb0001Mask |= 0x4
 	}
-	if z.CPU.IsZero() {
+	if z.GPU.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x8
 	}
-	if z.Memory.IsZero() {
+	if z.CPU.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x10
 	}
-	if z.PollIntervalS == nil {
+	if z.Memory.IsZero() {
 		zb0001Len--
 		zb0001Mask |= 0x20
 	}
-	if z.PVC == "" {
+	if z.PollIntervalS == nil {
 		zb0001Len--
 		zb0001Mask |= 0x40
+	}
+	if z.PVC == "" {
+		zb0001Len--
+		zb0001Mask |= 0x80
 	}
 	// variable map header, size zb0001Len
 	o = append(o, 0x80|uint8(zb0001Len))
@@ -1924,16 +1950,21 @@ func (z *KubeConfig) MarshalMsg(b []byte) (o []byte, err error) {
 	// skip if no fields are to be emitted
 	if zb0001Len != 0 {
 		if (zb0001Mask & 0x1) == 0 { // if not omitted
+			// string "image"
+			o = append(o, 0xa5, 0x69, 0x6d, 0x61, 0x67, 0x65)
+			o = msgp.AppendString(o, z.Image)
+		}
+		if (zb0001Mask & 0x2) == 0 { // if not omitted
 			// string "namespace"
 			o = append(o, 0xa9, 0x6e, 0x61, 0x6d, 0x65, 0x73, 0x70, 0x61, 0x63, 0x65)
 			o = msgp.AppendString(o, z.Namespace)
 		}
-		if (zb0001Mask & 0x2) == 0 { // if not omitted
+		if (zb0001Mask & 0x4) == 0 { // if not omitted
 			// string "context"
 			o = append(o, 0xa7, 0x63, 0x6f, 0x6e, 0x74, 0x65, 0x78, 0x74)
 			o = msgp.AppendString(o, z.Context)
 		}
-		if (zb0001Mask & 0x4) == 0 { // if not omitted
+		if (zb0001Mask & 0x8) == 0 { // if not omitted
 			// string "gpu"
 			o = append(o, 0xa3, 0x67, 0x70, 0x75)
 			o, err = z.GPU.MarshalMsg(o)
@@ -1942,7 +1973,7 @@ func (z *KubeConfig) MarshalMsg(b []byte) (o []byte, err error) {
 				return
 			}
 		}
-		if (zb0001Mask & 0x8) == 0 { // if not omitted
+		if (zb0001Mask & 0x10) == 0 { // if not omitted
 			// string "cpu"
 			o = append(o, 0xa3, 0x63, 0x70, 0x75)
 			o, err = z.CPU.MarshalMsg(o)
@@ -1951,7 +1982,7 @@ func (z *KubeConfig) MarshalMsg(b []byte) (o []byte, err error) {
 				return
 			}
 		}
-		if (zb0001Mask & 0x10) == 0 { // if not omitted
+		if (zb0001Mask & 0x20) == 0 { // if not omitted
 			// string "memory"
 			o = append(o, 0xa6, 0x6d, 0x65, 0x6d, 0x6f, 0x72, 0x79)
 			o, err = z.Memory.MarshalMsg(o)
@@ -1960,7 +1991,7 @@ func (z *KubeConfig) MarshalMsg(b []byte) (o []byte, err error) {
 				return
 			}
 		}
-		if (zb0001Mask & 0x20) == 0 { // if not omitted
+		if (zb0001Mask & 0x40) == 0 { // if not omitted
 			// string "poll_interval_s"
 			o = append(o, 0xaf, 0x70, 0x6f, 0x6c, 0x6c, 0x5f, 0x69, 0x6e, 0x74, 0x65, 0x72, 0x76, 0x61, 0x6c, 0x5f, 0x73)
 			if z.PollIntervalS == nil {
@@ -1973,7 +2004,7 @@ func (z *KubeConfig) MarshalMsg(b []byte) (o []byte, err error) {
 				}
 			}
 		}
-		if (zb0001Mask & 0x40) == 0 { // if not omitted
+		if (zb0001Mask & 0x80) == 0 { // if not omitted
 			// string "pvc"
 			o = append(o, 0xa3, 0x70, 0x76, 0x63)
 			o = msgp.AppendString(o, z.PVC)
@@ -2004,6 +2035,12 @@ func (z *KubeConfig) UnmarshalMsg(bts []byte) (o []byte, err error) {
 			return
 		}
 		switch msgp.UnsafeString(field) {
+		case "image":
+			z.Image, bts, err = reuseString(bts, z.Image)
+			if err != nil {
+				err = msgp.WrapError(err, "Image")
+				return
+			}
 		case "namespace":
 			z.Namespace, bts, err = reuseString(bts, z.Namespace)
 			if err != nil {
@@ -2071,7 +2108,7 @@ func (z *KubeConfig) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *KubeConfig) Msgsize() (s int) {
-	s = 1 + 10 + msgp.StringPrefixSize + len(z.Namespace) + 8 + msgp.StringPrefixSize + len(z.Context) + 4 + z.GPU.Msgsize() + 4 + z.CPU.Msgsize() + 7 + z.Memory.Msgsize() + 16
+	s = 1 + 6 + msgp.StringPrefixSize + len(z.Image) + 10 + msgp.StringPrefixSize + len(z.Namespace) + 8 + msgp.StringPrefixSize + len(z.Context) + 4 + z.GPU.Msgsize() + 4 + z.CPU.Msgsize() + 7 + z.Memory.Msgsize() + 16
 	if z.PollIntervalS == nil {
 		s += msgp.NilSize
 	} else {
