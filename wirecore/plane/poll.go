@@ -148,9 +148,12 @@ func (p *Plane) mergeCapabilities(w *worker, c *wire.Capabilities) {
 		r.Capabilities.Workdir = c.Workdir
 	}
 	r.AwaitingCapabilities = false
-	for i := range r.SetupsInFlight {
-		r.SetupsInFlight[i].Refresh = false
-	}
+	// Refreshed capabilities are a refresh setup's outcome: it ran to exit
+	// 0 (spec 003: the snapshot "flips the Worker from setting_up back to
+	// active"). A daemon that acks its setups has acked it or will, and
+	// that ack is then a repeat; one that does not ack them would
+	// otherwise hold the worker setting_up for good.
+	r.SetupsInFlight = slices.DeleteFunc(r.SetupsInFlight, func(s SetupInFlight) bool { return s.Refresh })
 	r.State = p.settledState(w)
 	p.putWorker(w)
 }
