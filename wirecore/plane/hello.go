@@ -106,6 +106,7 @@ func (p *Plane) onHello(now time.Time, e Hello) {
 		return
 	}
 	h := &e.Body
+	h.Versions.Tidy()
 	if v := h.Validate(); v != nil {
 		p.reply(e.Req, StatusUnprocessableEntity, *v)
 		return

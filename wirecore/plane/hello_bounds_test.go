@@ -57,8 +57,10 @@ func FuzzHelloPath(f *testing.F) {
 			if r.Status != plane.StatusOK {
 				t.Fatalf("hello response with status %d", r.Status)
 			}
-			if b.Reject == nil && (missing != "" || body.Validate() != nil) {
-				t.Fatalf("admitted a hello that is missing %q or invalid: %+v", missing, body.Validate())
+			tidied := body
+			tidied.Versions.Tidy() // as the plane takes probe output
+			if b.Reject == nil && (missing != "" || tidied.Validate() != nil) {
+				t.Fatalf("admitted a hello that is missing %q or invalid: %+v", missing, tidied.Validate())
 			}
 		case wire.ValidationError:
 			if r.Status != plane.StatusUnprocessableEntity || b.Field == "" || b.Error == "" || len(b.Message) > 512 {
@@ -141,5 +143,25 @@ func TestMissingHelloFieldFindsRepeatedKeys(t *testing.T) {
 	out = append(out, rest...)
 	if missing, err := plane.MissingHelloField(out); err != nil || missing != "" {
 		t.Errorf("repeated capabilities: %q %v, want none missing", missing, err)
+	}
+}
+
+// A hello whose probed versions span lines (runsc --version prints two)
+// is admitted, its record holding them on one line.
+func TestHelloTakesMultilineProbeOutput(t *testing.T) {
+	p := plane.New(plane.Config{Entropy: rand.NewChaCha8([32]byte{8})})
+	body := helloReq("m1")
+	runsc := "runsc version release-20240513.0\nspec: 1.1.0"
+	body.Versions.Runsc = &runsc
+	r := lastReply(t, p.Step(t0, plane.Hello{Auth: bearer, Req: 1, Body: body}))
+	b, ok := r.Body.(wire.HelloResponse)
+	if !ok || b.Reject != nil || b.WorkerID == nil {
+		t.Fatalf("hello answered %d %+v", r.Status, r.Body)
+	}
+	if got := p.Snapshot().Workers[0].Versions.Runsc; got == nil || *got != "runsc version release-20240513.0 spec: 1.1.0" {
+		t.Fatalf("stored runsc %v", got)
+	}
+	if runsc != "runsc version release-20240513.0\nspec: 1.1.0" {
+		t.Fatal("the hello's own string was changed")
 	}
 }

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -231,6 +232,66 @@ func (c *Capabilities) validate(field string) *ValidationError {
 		return v
 	}
 	return CheckText(field+".workdir", c.Workdir, MaxPathBytes)
+}
+
+// Tidy makes the probed versions one line each: a probe's output may be
+// several (`runsc --version` prints two), and spec 001 takes whatever the
+// probe printed, so a control character there is not a fault of the
+// daemon's. Each run of control characters becomes one space, and the
+// ends are trimmed. daemon and protocol, which are not probe output, are
+// left for validate to judge. A value it changes is replaced, not written
+// through: what v's pointers and slice share with another Versions stays
+// as it was.
+func (v *Versions) Tidy() {
+	for _, s := range []**string{&v.Runsc, &v.Docker, &v.Python, &v.Kernel, &v.Distro, &v.Arch} {
+		if *s != nil {
+			if t := oneLine(**s); t != **s {
+				*s = &t
+			}
+		}
+	}
+	if c := v.CPU; c != nil && oneLine(c.Model) != c.Model {
+		tidied := *c
+		tidied.Model = oneLine(c.Model)
+		v.CPU = &tidied
+	}
+	if slices.ContainsFunc(v.GPU, untidyGPU) {
+		v.GPU = slices.Clone(v.GPU)
+		for i := range v.GPU {
+			g := &v.GPU[i]
+			g.Name, g.Driver = oneLine(g.Name), oneLine(g.Driver)
+			if g.CUDA != nil {
+				cuda := oneLine(*g.CUDA)
+				g.CUDA = &cuda
+			}
+		}
+	}
+}
+
+func untidyGPU(g GPU) bool {
+	return oneLine(g.Name) != g.Name || oneLine(g.Driver) != g.Driver || g.CUDA != nil && oneLine(*g.CUDA) != *g.CUDA
+}
+
+// oneLine replaces each run of control characters in s with a space and
+// trims the ends; s itself when it has none (no allocation).
+func oneLine(s string) string {
+	if !strings.ContainsFunc(s, unicode.IsControl) {
+		return s
+	}
+	var b strings.Builder
+	gap := false
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			gap = true
+			continue
+		}
+		if gap && b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		gap = false
+		b.WriteRune(r)
+	}
+	return strings.TrimSpace(b.String())
 }
 
 func (v *Versions) validate() *ValidationError {

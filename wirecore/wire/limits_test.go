@@ -213,3 +213,39 @@ func TestBodyDeadlineGrowsWithTheBody(t *testing.T) {
 		}
 	}
 }
+
+// Probe output of several lines (runsc --version prints two) becomes one
+// line and then validates; a value without control characters is left
+// as it is, and so is what the pointers shared with the caller point at.
+func TestVersionsTidy(t *testing.T) {
+	runsc := "runsc version release-20240513.0\nspec: 1.1.0\n"
+	model := "Intel(R) Xeon(R)\tCPU"
+	cuda := "12.4\r\n"
+	h := validHello()
+	v := &h.Versions
+	v.Runsc, v.CPU, v.GPU = &runsc, &wire.CPU{Model: model, Cores: 2}, []wire.GPU{{Name: "A100\n", Driver: "550", CUDA: &cuda}}
+	kernel, shared := v.Kernel, *v
+	if bad := h.Validate(); bad == nil {
+		t.Fatal("untidied versions validated")
+	}
+	v.Tidy()
+	if *v.Runsc != "runsc version release-20240513.0 spec: 1.1.0" || v.CPU.Model != "Intel(R) Xeon(R) CPU" ||
+		v.GPU[0].Name != "A100" || *v.GPU[0].CUDA != "12.4" {
+		t.Fatalf("tidied %q %q %q %q", *v.Runsc, v.CPU.Model, v.GPU[0].Name, *v.GPU[0].CUDA)
+	}
+	if v.Kernel != kernel {
+		t.Error("a clean value was replaced")
+	}
+	if runsc != "runsc version release-20240513.0\nspec: 1.1.0\n" || shared.CPU.Model != model || shared.GPU[0].Name != "A100\n" || cuda != "12.4\r\n" {
+		t.Error("Tidy wrote through a pointer or slice it shares")
+	}
+	if bad := h.Validate(); bad != nil {
+		t.Fatalf("tidied versions refused: %+v", bad)
+	}
+	// Not probe output: protocol and daemon are judged as they came.
+	v.Protocol = ptr("1\n")
+	v.Tidy()
+	if bad := h.Validate(); bad == nil || bad.Field != "versions.protocol" {
+		t.Fatalf("a protocol with a newline: %+v", bad)
+	}
+}
