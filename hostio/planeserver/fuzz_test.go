@@ -255,7 +255,7 @@ func FuzzKeysBody(f *testing.F) {
 		a.NewKeySig = identity.EncodeSignature(proof.Sig[:])
 		r := fx.step(t, req.Authed(a))
 		checkAnswer(t, r, false)
-		if k, ok := r.Body.(wire.KeyRotationResponse); ok && k.Reject == nil && k.KeyID != identity.KeyID(newKey.Public().(ed25519.PublicKey)) {
+		if k, ok := r.Body.(wire.KeyRotationResponse); ok && k.Reject == nil && string(k.KeyID) != identity.KeyID(newKey.Public().(ed25519.PublicKey)) {
 			t.Fatalf("rotated to %s, not the key that proved itself", k.KeyID)
 		}
 	})

@@ -280,7 +280,7 @@ func TestRotateThenRevoke(t *testing.T) {
 	req.Header.Set(identity.HeaderNewKeySignature, identity.EncodeSignature(proof.Sig[:]))
 	st, b := ts.do(req)
 	var resp wire.KeyRotationResponse
-	if _, err := resp.UnmarshalMsg(b); err != nil || st != 200 || resp.Reject != nil || resp.KeyID != identity.KeyID(next.Public().(ed25519.PublicKey)) {
+	if _, err := resp.UnmarshalMsg(b); err != nil || st != 200 || resp.Reject != nil || string(resp.KeyID) != identity.KeyID(next.Public().(ed25519.PublicKey)) {
 		t.Fatalf("rotation: %d %+v %v", st, resp, err)
 	}
 	var rev operator.KeyRevoked

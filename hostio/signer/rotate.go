@@ -48,7 +48,7 @@ func (t *Transport) Rotate(ctx context.Context, workerID string, next ed25519.Pr
 		return "", fmt.Errorf("signer: rotate key %s: refused: %s: %s", id, out.Reject.Code, out.Reject.Message)
 	}
 	want := identity.KeyID(next.Public().(ed25519.PublicKey))
-	if out.KeyID != want {
+	if string(out.KeyID) != want {
 		return "", fmt.Errorf("signer: rotate key %s: the control plane enrolled key %q, not %q", id, out.KeyID, want)
 	}
 	if err := store(next); err != nil {

@@ -145,7 +145,7 @@ func TestRotateProvesBothKeysAndSwitches(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, _ := (&wire.KeyRotationResponse{KeyID: identity.KeyID(pub)}).MarshalMsg(nil)
+		out, _ := (&wire.KeyRotationResponse{KeyID: wire.Text(identity.KeyID(pub))}).MarshalMsg(nil)
 		return &transport.Response{Status: 200, Body: out}
 	}
 	tr, err := New(Options{Next: rec, Key: oldKey, ServerURL: "https://p", Random: rand.Reader})

@@ -50,7 +50,7 @@ func (p *Plane) onKeys(now time.Time, e Keys) {
 		if !by.prev {
 			p.rotate(now, by.w, newID, e.Body.NewPublicKey)
 		}
-		p.reply(e.Req, StatusOK, wire.KeyRotationResponse{KeyID: newID})
+		p.reply(e.Req, StatusOK, wire.KeyRotationResponse{KeyID: wire.Text(newID)})
 	}
 }
 

@@ -540,7 +540,7 @@ func (h *harness) showBody(body any) []string {
 		if b.Reject != nil {
 			return []string{fmt.Sprintf("keys reject %s %q", b.Reject.Code, h.aliasText(b.Reject.Message))}
 		}
-		return []string{"keys key_id=" + h.aliasText(b.KeyID)}
+		return []string{"keys key_id=" + h.aliasText(string(b.KeyID))}
 	case operator.TokenCreated:
 		return []string{fmt.Sprintf("token %s expires=%s", h.name("T", b.ID), h.rel(b.ExpiresAt))}
 	case []operator.Token:

@@ -341,3 +341,25 @@ func TestTextFromJSON(t *testing.T) {
 		}
 	}
 }
+
+// A rotation refused with key_id nil is read, so the daemon reports the
+// refusal's reason rather than a decode error.
+func TestKeyRotationRefusalWithNilKeyID(t *testing.T) {
+	b := msgp.AppendMapHeader(nil, 2)
+	b = msgp.AppendNil(msgp.AppendString(b, "key_id"))
+	b = msgp.AppendMapHeader(msgp.AppendString(b, "reject"), 2)
+	b = msgp.AppendString(msgp.AppendString(b, "code"), "key_id_mismatch")
+	b = msgp.AppendString(msgp.AppendString(b, "message"), "not yours")
+	var r wire.KeyRotationResponse
+	if _, err := r.UnmarshalMsg(b); err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	if r.KeyID != "" || r.Reject == nil || r.Reject.Code != "key_id_mismatch" {
+		t.Fatalf("decoded %+v", r)
+	}
+	// What the plane sends is still a string.
+	out, _ := (&wire.KeyRotationResponse{KeyID: "ed25519-ab"}).MarshalMsg(nil)
+	if !bytes.Contains(out, msgp.AppendString(nil, "ed25519-ab")) {
+		t.Fatalf("key_id not sent as a string: %x", out)
+	}
+}

@@ -99,8 +99,10 @@ type KeyRotationRequest struct {
 	OldKeyID     string `msg:"old_key_id,omitempty"`
 }
 
-// KeyRotationResponse answers a key rotation with the new key's id.
+// KeyRotationResponse answers a key rotation with the new key's id. A
+// refusal may carry key_id nil (Text reads it as empty), so its reason is
+// read rather than a decode error.
 type KeyRotationResponse struct {
-	KeyID  string  `msg:"key_id"`
+	KeyID  Text    `msg:"key_id"`
 	Reject *Reject `msg:"reject"`
 }

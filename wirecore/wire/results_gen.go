@@ -1104,7 +1104,7 @@ func (z *KeyRotationResponse) DecodeMsg(dc *msgp.Reader) (err error) {
 		}
 		switch msgp.UnsafeString(field) {
 		case "key_id":
-			z.KeyID, err = dc.ReadString()
+			err = z.KeyID.DecodeMsg(dc)
 			if err != nil {
 				err = msgp.WrapError(err, "KeyID")
 				return
@@ -1146,7 +1146,7 @@ func (z *KeyRotationResponse) EncodeMsg(en *msgp.Writer) (err error) {
 	if err != nil {
 		return
 	}
-	err = en.WriteString(z.KeyID)
+	err = z.KeyID.EncodeMsg(en)
 	if err != nil {
 		err = msgp.WrapError(err, "KeyID")
 		return
@@ -1177,7 +1177,11 @@ func (z *KeyRotationResponse) MarshalMsg(b []byte) (o []byte, err error) {
 	// map header, size 2
 	// string "key_id"
 	o = append(o, 0x82, 0xa6, 0x6b, 0x65, 0x79, 0x5f, 0x69, 0x64)
-	o = msgp.AppendString(o, z.KeyID)
+	o, err = z.KeyID.MarshalMsg(o)
+	if err != nil {
+		err = msgp.WrapError(err, "KeyID")
+		return
+	}
 	// string "reject"
 	o = append(o, 0xa6, 0x72, 0x65, 0x6a, 0x65, 0x63, 0x74)
 	if z.Reject == nil {
@@ -1215,7 +1219,7 @@ func (z *KeyRotationResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 		switch msgp.UnsafeString(field) {
 		case "key_id":
-			z.KeyID, bts, err = reuseString(bts, z.KeyID)
+			bts, err = z.KeyID.UnmarshalMsg(bts)
 			if err != nil {
 				err = msgp.WrapError(err, "KeyID")
 				return
@@ -1251,7 +1255,7 @@ func (z *KeyRotationResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 
 // Msgsize returns an upper bound estimate of the number of bytes occupied by the serialized message
 func (z *KeyRotationResponse) Msgsize() (s int) {
-	s = 1 + 7 + msgp.StringPrefixSize + len(z.KeyID) + 7
+	s = 1 + 7 + z.KeyID.Msgsize() + 7
 	if z.Reject == nil {
 		s += msgp.NilSize
 	} else {
