@@ -149,15 +149,16 @@ func (m *Machine) startRun(now time.Time, commandID, kind string, run wire.Run) 
 
 // resolveRunner picks the runner kind of a run: run_config.runner, else
 // [runtime] default_runner, an alias resolved — never a fallback for a
-// name that is no kind. Mock is a kind here whatever the driver's build,
-// so that a build without it reads as "not offered".
+// name that is no kind. Mock is a kind only in a build that offers it:
+// elsewhere it is as unknown as any other name (spec 003: it "exists only
+// under the test-mock-runner cargo feature").
 func (m *Machine) resolveRunner(asked string) (string, *wire.ErrorInfo) {
 	name := asked
 	if name == "" {
 		name = m.cfg.DefaultRunner
 	}
 	kind, ok := wire.RunnerKind(name)
-	if !ok {
+	if !ok || kind == wire.RunnerMock && !m.offers(kind) {
 		return "", &wire.ErrorInfo{TypeName: wire.ErrTypeDaemon, Message: "unknown runner kind: " + name}
 	}
 	if !m.offers(kind) {
