@@ -32,6 +32,29 @@ func (p *Plane) RunningIndexError() string {
 	return ""
 }
 
+// SetupIndexError says how the index of setups in flight (setupBy)
+// differs from the worker records, "" when they agree. The transcripts
+// check it after every step.
+func (p *Plane) SetupIndexError() string {
+	want := map[string]string{}
+	for _, w := range p.workerOrder {
+		for _, s := range w.rec.SetupsInFlight {
+			want[s.CommandID] = w.ID()
+		}
+	}
+	got := map[string]string{}
+	for id, w := range p.setupBy {
+		got[id] = w.ID()
+		if p.workers[w.ID()] != w {
+			return fmt.Sprintf("setup %s is indexed on worker %s, which the plane no longer has", id, w.ID())
+		}
+	}
+	if !maps.Equal(want, got) {
+		return fmt.Sprintf("setups in flight: records say %v, the index %v", want, got)
+	}
+	return ""
+}
+
 func countAll(m map[string][]string) (n int) {
 	for _, v := range m {
 		n += len(v)

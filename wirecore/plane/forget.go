@@ -41,6 +41,7 @@ func (p *Plane) forget(w *worker, now time.Time, why string) operator.WorkerForg
 		}
 	}
 	p.unsent(w)
+	p.setupsDone(w, noSetup)
 	delete(p.workers, id)
 	if p.byMachine[w.rec.MachineID] == id {
 		delete(p.byMachine, w.rec.MachineID)

@@ -256,10 +256,11 @@ func TestUndeliveredAfterForgetChangesNothing(t *testing.T) {
 	gone, stays := h.hello("gone"), h.hello("stays")
 	h.step(plane.EnqueueSetup{WorkerID: gone, Body: operator.SetupRequest{Script: "true"}})
 	h.step(plane.EnqueueExec{WorkerID: stays, Body: operator.ExecRequest{Command: "true"}})
-	if rep, _ := h.step(plane.Poll{Auth: bearer, Body: wire.PollRequest{WorkerID: gone}}); len(rep.Body.(wire.PollResponse).Commands) != 1 {
+	rep, _ := h.step(plane.Poll{Auth: bearer, Body: wire.PollRequest{WorkerID: gone}})
+	if len(rep.Body.(wire.PollResponse).Commands) != 1 {
 		t.Fatalf("gone's poll: %+v", rep.Body)
 	}
-	goneReply := h.req
+	goneReply, goneSetup := h.req, rep.Body.(wire.PollResponse).Commands[0].ID
 	if rep, _ := h.step(plane.Poll{Auth: bearer, Body: wire.PollRequest{WorkerID: stays}}); len(rep.Body.(wire.PollResponse).Commands) != 1 {
 		t.Fatalf("stays' poll: %+v", rep.Body)
 	}
@@ -276,6 +277,10 @@ func TestUndeliveredAfterForgetChangesNothing(t *testing.T) {
 	}
 	if got := h.p.PendingCommands(); got != 0 {
 		t.Errorf("%d commands pending after the forgotten worker's Undelivered, want 0", got)
+	}
+	// Nor does a late ack of its setup store its record again.
+	if rep, batch := h.step(plane.Ack{Auth: bearer, Body: wire.Ack{InvocationID: "setup-" + goneSetup, State: wire.StateSucceeded}}); rep.Status != plane.StatusOK || batch != nil {
+		t.Errorf("ack of a forgotten worker's setup: %d, stored %+v", rep.Status, batch)
 	}
 	// stays polled (empty) since its reply with the exec: that empty
 	// reply carried nothing, so the exec's reply is still the one to take

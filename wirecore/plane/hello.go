@@ -245,7 +245,7 @@ func (p *Plane) admit(now time.Time, h *wire.HelloRequest, en *enrolment) *worke
 	settleUpdate(r.Update, deref(h.Versions.Daemon), now)
 	// A restarted daemon has forgotten setups it had not acked, and its
 	// hello carries freshly detected capabilities: only the FIFO counts.
-	r.SetupsInFlight = nil
+	p.setupsDone(w, noSetup)
 	r.AwaitingCapabilities = false
 	r.State = p.settledState(w)
 	p.putWorker(w)

@@ -174,6 +174,9 @@ type Plane struct {
 	// Undelivered (a FIFO relay may report a whole backlog of them) is
 	// one lookup, not a walk of the fleet. Kept by sent and unsent.
 	sentBy map[RequestID]*worker
+	// setupBy finds the worker that has a setup in flight, by command id
+	// (setupSent and setupsDone keep it with the records).
+	setupBy map[string]*worker
 
 	// restoredAt gives every restored worker a fresh LostAfter window:
 	// daemons cannot poll a server that was down.
@@ -308,6 +311,7 @@ func Restore(cfg Config, snap Snapshot, now time.Time) (*Plane, error) {
 		parked:      make(map[RequestID]*parked),
 		logWaits:    make(map[string][]RequestID),
 		sentBy:      make(map[RequestID]*worker),
+		setupBy:     make(map[string]*worker),
 		restoredAt:  now,
 		byKey:       make(map[string]string),
 		revoked:     make(map[string]string),
@@ -330,6 +334,9 @@ func Restore(cfg Config, snap Snapshot, now time.Time) (*Plane, error) {
 		p.workers[r.ID] = w
 		p.workerOrder = append(p.workerOrder, w)
 		p.byMachine[r.MachineID] = r.ID
+		for _, s := range r.SetupsInFlight {
+			p.setupBy[s.CommandID] = w
+		}
 	}
 	p.restoreTokens(snap.Tokens)
 	cmds := slices.Clone(snap.Commands)

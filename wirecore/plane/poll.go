@@ -153,7 +153,7 @@ func (p *Plane) mergeCapabilities(w *worker, c *wire.Capabilities) {
 	// active"). A daemon that acks its setups has acked it or will, and
 	// that ack is then a repeat; one that does not ack them would
 	// otherwise hold the worker setting_up for good.
-	r.SetupsInFlight = slices.DeleteFunc(r.SetupsInFlight, func(s SetupInFlight) bool { return s.Refresh })
+	p.setupsDone(w, func(s SetupInFlight) bool { return !s.Refresh })
 	r.State = p.settledState(w)
 	p.putWorker(w)
 }
@@ -280,7 +280,7 @@ func (p *Plane) deliveredEffects(w *worker, c CommandRecord, now time.Time) {
 			p.putExec(ex)
 		}
 	case wire.KindSetup:
-		w.rec.SetupsInFlight = append(w.rec.SetupsInFlight, SetupInFlight{CommandID: c.ID, Refresh: c.Refresh})
+		p.setupSent(w, SetupInFlight{CommandID: c.ID, Refresh: c.Refresh})
 		p.putWorker(w)
 	case wire.KindOTAUpdate:
 		if u := w.rec.Update; u != nil && u.State == UpdateQueued {
@@ -602,7 +602,7 @@ func (p *Plane) takeBack(w *worker, c CommandRecord) bool {
 		w.openExec(ex.ExecID, false)
 		p.putExec(ex)
 	case wire.KindSetup:
-		w.rec.SetupsInFlight = slices.DeleteFunc(w.rec.SetupsInFlight, func(s SetupInFlight) bool { return s.CommandID == c.ID })
+		p.setupsDone(w, func(s SetupInFlight) bool { return s.CommandID != c.ID })
 		if w.rec.State == WorkerActive {
 			w.rec.State = WorkerSettingUp
 		}

@@ -30,7 +30,7 @@ func (p *Plane) onAck(now time.Time, e Ack) {
 		return
 	}
 	if cmdID, ok := wire.SetupCommandID(a.InvocationID); ok {
-		holder := p.setupHolder(a, cmdID)
+		holder := p.setupHolder(cmdID)
 		target := a.WorkerID
 		if holder != nil {
 			target = holder.ID()
@@ -82,22 +82,32 @@ func (p *Plane) onAck(now time.Time, e Ack) {
 	p.answerParkedPoll(p.workers[inv.WorkerID], now)
 }
 
-// setupHolder is the worker that has setup cmdID in flight: the ack's
-// worker_id's when it does, else whichever does; nil when none has (a
-// setup delivered before a restart of its daemon, or a repeat).
-func (p *Plane) setupHolder(a *wire.Ack, cmdID string) *worker {
-	w := p.workers[a.WorkerID]
-	if w == nil || !slices.ContainsFunc(w.rec.SetupsInFlight, func(s SetupInFlight) bool { return s.CommandID == cmdID }) {
-		w = nil
-		for _, c := range p.workerOrder {
-			if slices.ContainsFunc(c.rec.SetupsInFlight, func(s SetupInFlight) bool { return s.CommandID == cmdID }) {
-				w = c
-				break
-			}
-		}
-	}
-	return w
+// setupHolder is the worker that has setup cmdID in flight, whichever
+// worker the ack names; nil when none has (a setup delivered before a
+// restart of its daemon, or a repeat: a daemon retrying its acks, a herd
+// of them after an outage, costs a lookup each, not a walk of the fleet).
+func (p *Plane) setupHolder(cmdID string) *worker { return p.setupBy[cmdID] }
+
+// setupSent records setup s as in flight on w.
+func (p *Plane) setupSent(w *worker, s SetupInFlight) {
+	w.rec.SetupsInFlight = append(w.rec.SetupsInFlight, s)
+	p.setupBy[s.CommandID] = w
 }
+
+// setupsDone ends w's setups in flight that keep refuses.
+func (p *Plane) setupsDone(w *worker, keep func(SetupInFlight) bool) {
+	w.rec.SetupsInFlight = slices.DeleteFunc(w.rec.SetupsInFlight, func(s SetupInFlight) bool {
+		if keep(s) {
+			return false
+		}
+		if p.setupBy[s.CommandID] == w {
+			delete(p.setupBy, s.CommandID)
+		}
+		return true
+	})
+}
+
+func noSetup(SetupInFlight) bool { return false }
 
 // setupAcked ends setup cmdID of w, its holder (nil: nothing changes):
 // the worker settles once its FIFO is drained, no setup is in flight, and
@@ -111,7 +121,7 @@ func (p *Plane) setupAcked(w *worker, a *wire.Ack, cmdID string) {
 	if r.SetupsInFlight[i].Refresh && a.State == wire.StateSucceeded {
 		r.AwaitingCapabilities = true
 	}
-	r.SetupsInFlight = slices.Delete(r.SetupsInFlight, i, i+1)
+	p.setupsDone(w, func(s SetupInFlight) bool { return s.CommandID != cmdID })
 	if r.State == WorkerSettingUp || r.State == WorkerActive {
 		r.State = p.settledState(w)
 	}

@@ -356,6 +356,9 @@ func (h *harness) step(t *testing.T, d *datadriven.TestData, ev plane.Event) str
 	if msg := h.p.RunningIndexError(); msg != "" {
 		t.Fatalf("%s: %s", d.Pos, msg)
 	}
+	if msg := h.p.SetupIndexError(); msg != "" {
+		t.Fatalf("%s: %s", d.Pos, msg)
+	}
 	for _, eff := range effects {
 		if p, ok := eff.(plane.Persist); ok {
 			if err := h.stored.Apply(&p.Batch); err != nil {

@@ -56,3 +56,30 @@ func (h *forgetHarness) benchHello(b *testing.B, machine string) string {
 	rep := h.benchStep(b, plane.Hello{Auth: bearer, Body: helloReq(machine)})
 	return *rep.Body.(wire.HelloResponse).WorkerID
 }
+
+// BenchmarkRepeatedSetupAck measures the ack of a setup that is no
+// longer in flight (a daemon retrying an ack whose answer it lost) in
+// fleets of growing size.
+func BenchmarkRepeatedSetupAck(b *testing.B) {
+	for _, n := range []int{100, 100_000} {
+		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
+			h := &forgetHarness{p: plane.New(plane.Config{Entropy: rand.NewChaCha8([32]byte{6}), MaxWorkers: n})}
+			h.now = t0
+			var last string
+			for i := range n {
+				last = h.benchHello(b, fmt.Sprintf("m%d", i))
+			}
+			h.benchStep(b, plane.EnqueueSetup{WorkerID: last, Body: operator.SetupRequest{Script: "true"}})
+			rep := h.benchStep(b, plane.Poll{Auth: bearer, Body: wire.PollRequest{WorkerID: last}})
+			ack := plane.Ack{Auth: bearer, Body: wire.Ack{InvocationID: "setup-" + rep.Body.(wire.PollResponse).Commands[0].ID,
+				State: wire.StateSucceeded, WorkerID: last}}
+			h.benchStep(b, ack)
+			b.ReportAllocs()
+			for b.Loop() {
+				if rep := h.benchStep(b, ack); rep.Status != plane.StatusOK {
+					b.Fatalf("repeated ack: %d %+v", rep.Status, rep.Body)
+				}
+			}
+		})
+	}
+}
