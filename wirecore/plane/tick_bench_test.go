@@ -2,7 +2,6 @@ package plane_test
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"testing"
 
 	"github.com/nymphd/nymph/wirecore/operator"
@@ -17,13 +16,11 @@ import (
 func BenchmarkTick(b *testing.B) {
 	for _, n := range []int{1_000, 100_000} {
 		b.Run(fmt.Sprintf("running=%d", n), func(b *testing.B) {
-			h := &forgetHarness{p: plane.New(plane.Config{Entropy: rand.NewChaCha8([32]byte{4}), MaxWorkers: n})}
-			h.now = t0
-			for i := range n {
-				id := h.benchHello(b, fmt.Sprintf("m%d", i))
+			h, _ := benchFleet(b, n)
+			for _, w := range h.p.Snapshot().Workers {
 				h.benchStep(b, plane.EnqueueRun{Body: operator.RunRequest{Function: wire.Function{Module: "jobs", Qualname: "f"}}})
-				if rep := h.benchStep(b, plane.Poll{Auth: bearer, Body: wire.PollRequest{WorkerID: id}}); len(rep.Body.(wire.PollResponse).Commands) != 1 {
-					b.Fatalf("worker %d's poll: %+v", i, rep.Body)
+				if rep := h.benchStep(b, plane.Poll{Auth: bearer, Body: wire.PollRequest{WorkerID: w.ID}}); len(rep.Body.(wire.PollResponse).Commands) != 1 {
+					b.Fatalf("worker %s's poll: %+v", w.ID, rep.Body)
 				}
 			}
 			b.ReportAllocs()

@@ -18,12 +18,7 @@ import (
 func BenchmarkUndelivered(b *testing.B) {
 	for _, n := range []int{100, 10_000, 100_000} {
 		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
-			h := &forgetHarness{p: plane.New(plane.Config{Entropy: rand.NewChaCha8([32]byte{3}), MaxWorkers: n})}
-			h.now = t0
-			var last string
-			for i := range n {
-				last = h.benchHello(b, fmt.Sprintf("m%d", i))
-			}
+			h, last := benchFleet(b, n)
 			h.benchStep(b, plane.EnqueueExec{WorkerID: last, Body: operator.ExecRequest{Command: "true"}})
 			poll := plane.Poll{Auth: bearer, Body: wire.PollRequest{WorkerID: last}}
 			h.benchStep(b, poll)
@@ -39,6 +34,16 @@ func BenchmarkUndelivered(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchFleet is a plane with n workers that said hello, and the id of the
+// newest: the last a walk of the fleet would reach.
+func benchFleet(b *testing.B, n int) (h *forgetHarness, newest string) {
+	h = &forgetHarness{p: plane.New(plane.Config{Entropy: rand.NewChaCha8([32]byte{3}), MaxWorkers: n}), now: t0}
+	for i := range n {
+		newest = h.benchHello(b, fmt.Sprintf("m%d", i))
+	}
+	return h, newest
 }
 
 func (h *forgetHarness) benchStep(b *testing.B, ev plane.Request) plane.Reply {
@@ -63,12 +68,7 @@ func (h *forgetHarness) benchHello(b *testing.B, machine string) string {
 func BenchmarkRepeatedSetupAck(b *testing.B) {
 	for _, n := range []int{100, 100_000} {
 		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
-			h := &forgetHarness{p: plane.New(plane.Config{Entropy: rand.NewChaCha8([32]byte{6}), MaxWorkers: n})}
-			h.now = t0
-			var last string
-			for i := range n {
-				last = h.benchHello(b, fmt.Sprintf("m%d", i))
-			}
+			h, last := benchFleet(b, n)
 			h.benchStep(b, plane.EnqueueSetup{WorkerID: last, Body: operator.SetupRequest{Script: "true"}})
 			rep := h.benchStep(b, plane.Poll{Auth: bearer, Body: wire.PollRequest{WorkerID: last}})
 			ack := plane.Ack{Auth: bearer, Body: wire.Ack{InvocationID: "setup-" + rep.Body.(wire.PollResponse).Commands[0].ID,
