@@ -79,13 +79,26 @@ func New(cfg Config) (*Client, error) {
 		resp: filepath.Join(cfg.Dir, "spool", "resp"),
 	}
 	for _, d := range []string{c.req, c.resp} {
-		// Group-writable: the relay may run as another user of the group.
-		if err := os.MkdirAll(d, 0o770); err != nil {
+		if err := mkdirGroup(d); err != nil {
 			return nil, fmt.Errorf("spoolclient: %w", err)
 		}
 	}
 	c.Sweep(time.Now().Add(-2 * cfg.Timeout))
 	return c, nil
+}
+
+// mkdirGroup creates d (and its parents) when missing. d itself is made
+// group-writable whatever the umask, as the relay may run as another user
+// of the group and creates and removes files in it; a directory that was
+// there is left as its owner made it.
+func mkdirGroup(d string) error {
+	if _, err := os.Stat(d); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(d, 0o770); err != nil {
+		return err
+	}
+	return os.Chmod(d, 0o770)
 }
 
 // CanWithdraw implements transport.Transport: a request file the relay
