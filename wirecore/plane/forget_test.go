@@ -1,6 +1,7 @@
 package plane_test
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -291,5 +292,31 @@ func TestUndeliveredAfterForgetChangesNothing(t *testing.T) {
 	}
 	if got := h.p.PendingCommands(); got != 1 {
 		t.Errorf("%d commands pending after the live worker's Undelivered, want 1", got)
+	}
+}
+
+// A logs wait too long for a Duration, infinite or NaN parks for
+// MaxLogWait, as a poll parks for the poll cap; before, it overflowed and
+// was answered at once.
+func TestLogsWaitIsCapped(t *testing.T) {
+	for _, secs := range []float64{2, 1e11, math.Inf(1), math.NaN()} {
+		h := &forgetHarness{t: t, p: plane.New(plane.Config{Entropy: rand.NewChaCha8([32]byte{2})}), now: t0}
+		w := h.hello("m1")
+		acc, _ := h.step(plane.EnqueueExec{WorkerID: w, Body: operator.ExecRequest{Command: "true"}})
+		h.step(plane.Poll{Auth: bearer, Body: wire.PollRequest{WorkerID: w}}) // delivered: not finished
+		h.req++
+		var park *plane.Park
+		for _, eff := range h.p.Step(h.now, plane.WaitLogs{Req: h.req, ExecID: acc.Body.(operator.ExecAccepted).ExecID, WaitS: secs}) {
+			if p, ok := eff.(plane.Park); ok {
+				park = &p
+			}
+		}
+		want := 2 * time.Second
+		if secs != 2 {
+			want = plane.MaxLogWait
+		}
+		if park == nil || park.Until.Sub(h.now) != want {
+			t.Errorf("wait_s %v: park %+v, want one for %v", secs, park, want)
+		}
 	}
 }

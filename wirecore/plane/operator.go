@@ -216,7 +216,7 @@ func (p *Plane) onWaitLogs(now time.Time, e WaitLogs) {
 		p.opError(e.Req, StatusBadRequest, "logs: offset must not be negative")
 		return
 	}
-	wait := min(time.Duration(e.WaitS*float64(time.Second)), MaxLogWait)
+	wait := cappedWait(e.WaitS, MaxLogWait)
 	if ex.LogSize > e.Offset || ex.State == ExecFinished || wait <= 0 {
 		p.replyLogs(e.Req, ex, e.Offset)
 		return

@@ -73,13 +73,18 @@ func (p *Plane) onPoll(now time.Time, e Poll) {
 	p.park(e.Req, until)
 }
 
-// pollWait is how long a poll asking for secs may park: at most PollCap,
-// which NaN and +Inf get too (converting them to a Duration is left to
-// the platform), nothing for zero or less.
-func (p *Plane) pollWait(secs float64) time.Duration {
+// pollWait is how long a poll asking for secs may park (cappedWait under
+// PollCap).
+func (p *Plane) pollWait(secs float64) time.Duration { return cappedWait(secs, p.cfg.PollCap) }
+
+// cappedWait is a wait of secs seconds from the wire, at most limit, which
+// NaN, +Inf and any value too large for a Duration get too (converting
+// them is left to the platform, and may come out negative), nothing for
+// zero or less.
+func cappedWait(secs float64, limit time.Duration) time.Duration {
 	switch {
-	case math.IsNaN(secs) || secs >= p.cfg.PollCap.Seconds():
-		return p.cfg.PollCap
+	case math.IsNaN(secs) || secs >= limit.Seconds():
+		return limit
 	case secs <= 0:
 		return 0
 	}
