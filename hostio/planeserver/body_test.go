@@ -429,3 +429,37 @@ func gcCount() uint32 {
 	runtime.ReadMemStats(&m)
 	return m.NumForcedGC
 }
+
+// A stop with a connection that never sent a request (dialled ahead, or
+// stuck in its handshake) still ends cleanly: net/http counts such a
+// connection busy for 5 s, past the grace, and Serve closes it rather
+// than fail the stop.
+func TestServeStopsCleanlyPastAnIdleConnection(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(context.Background(), Config{Store: NewMemStore(), DaemonToken: daemonToken, AdminToken: adminToken,
+		PublicURL: "http://" + ln.Addr().String(), Plane: plane.Config{Entropy: rand.Reader}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln, 200*time.Millisecond) }()
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	time.Sleep(100 * time.Millisecond) // accepted, no request sent
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return within 10 s of its stop")
+	}
+}

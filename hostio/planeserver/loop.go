@@ -79,11 +79,13 @@ func (l *loop) group(ctx context.Context, first message) {
 	}
 	if !l.batch.Empty() {
 		start := time.Now()
-		err := l.s.cfg.Store.Apply(ctx, l.batch.Batch())
+		// Not cancelled by a stop: the group in flight when the stop came
+		// is stored and answered like any other, not failed 503.
+		err := l.s.cfg.Store.Apply(context.WithoutCancel(ctx), l.batch.Batch())
 		l.s.metrics.applied(time.Since(start), err)
 		if err != nil {
 			l.s.log.Error("store apply failed; reloading the plane from the store", "err", err)
-			l.recover(ctx)
+			l.recover(context.WithoutCancel(ctx))
 			return
 		}
 	}
