@@ -9,6 +9,9 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/nymphd/nymph/hostio/idpath"
 	"github.com/nymphd/nymph/wirecore/wire"
@@ -21,8 +24,16 @@ const (
 	ErrorFile  = "error.json"
 )
 
-// MaxResultBytes bounds result.msgpack: the protocol's payload limit.
-const MaxResultBytes = 100 << 20
+// MaxResultBytes bounds result.msgpack: what an ack carrying it can hold
+// (wire.MaxResultBodyBytes, less room for the ack's other fields). A
+// larger result could never be posted, and fails the run instead, its
+// workdir kept.
+const MaxResultBytes = wire.MaxResultBodyBytes - resultAckRoom
+
+// resultAckRoom is what an ack needs besides its result blob: ids, a
+// state, an error (all small; a traceback is bounded by error.json's
+// limit, and a failed ack carries no blob).
+const resultAckRoom = 64 << 10
 
 // Environment variables every runner gives the entry program. Their
 // DREAMLAKE_ prefix is the protocol's first implementation's: its entry
@@ -172,30 +183,46 @@ func ReadOutcome(workdir string, exited error) Outcome {
 	return Failed(wire.ErrTypeDaemon, "entry program failed: "+exited.Error())
 }
 
-func readResult(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
+func readResult(path string) ([]byte, error) { return readOutput(path, MaxResultBytes) }
+
+// MaxErrorFileBytes bounds error.json: a type, a message and a traceback.
+const MaxErrorFileBytes = 1 << 20
+
+// readOutput reads a file the child wrote into its workdir, which it (or
+// anything in its container) controls: at most limit bytes, a regular
+// file only (a symlink to a host file or to /dev/zero, or a FIFO that
+// would block the read for good, is refused). A missing file is
+// fs.ErrNotExist.
+func readOutput(path string, limit int64) ([]byte, error) {
+	f, err := os.OpenFile(path, openFlags, 0)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
+	if err != nil {
+		return nil, fmt.Errorf("runners: open %s: %w (not a regular file?)", path, err)
+	}
 	defer f.Close()
-	blob, err := io.ReadAll(io.LimitReader(f, MaxResultBytes+1))
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("runners: %s is not a regular file", path)
+	}
+	blob, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("runners: read %s: %w", path, err)
 	}
-	if len(blob) > MaxResultBytes {
-		return nil, fmt.Errorf("runners: %s is larger than %d bytes", path, MaxResultBytes)
+	if int64(len(blob)) > limit {
+		return nil, fmt.Errorf("runners: %s is larger than %d bytes", path, limit)
 	}
 	return blob, nil
 }
 
 // readChildError reads error.json; ok is false when there is none.
 func readChildError(path string) (info *wire.ErrorInfo, ok bool, err error) {
-	b, err := os.ReadFile(path)
+	b, err := readOutput(path, MaxErrorFileBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("runners: read %s: %w", path, err)
+		return nil, false, err
 	}
 	var ce childError
 	if err := json.Unmarshal(b, &ce); err != nil {
@@ -211,7 +238,29 @@ func SurfaceError(typ, message string, traceback *string) *wire.ErrorInfo {
 	if typ == "" {
 		return &wire.ErrorInfo{TypeName: wire.ErrTypeDaemon, Message: message, Traceback: traceback}
 	}
-	return &wire.ErrorInfo{TypeName: typ, Message: typ + ": " + message, Traceback: traceback}
+	return &wire.ErrorInfo{TypeName: ackableType(typ), Message: typ + ": " + message, Traceback: traceback}
+}
+
+// ackableType is a child's error type as an ack may carry it (a plane
+// refuses an ack whose type is over wire.MaxNameBytes or holds a control
+// character, and the outcome would be lost): control characters become
+// spaces and the rest is cut to the limit on a character boundary. The
+// message keeps the type as the child wrote it.
+func ackableType(typ string) string {
+	if wire.CheckText("error.type", typ, wire.MaxNameBytes) == nil {
+		return typ
+	}
+	var b strings.Builder
+	for _, r := range strings.ToValidUTF8(typ, "\uFFFD") {
+		if unicode.IsControl(r) {
+			r = ' '
+		}
+		if b.Len()+utf8.RuneLen(r) > wire.MaxNameBytes {
+			break
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // Failed is the outcome of a runner that fails with a type and a message.
