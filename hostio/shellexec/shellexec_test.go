@@ -525,3 +525,46 @@ func TestStreamingPostsAfterCancelAreBounded(t *testing.T) {
 		t.Fatalf("%d bounded posts, want about %d (of %d)", p.bounded, finalFlushAttempts, p.calls)
 	}
 }
+
+// sizedPoster refuses posts over limit bytes, as a plane refuses a chunk
+// over its limit (413), and records the rest.
+type sizedPoster struct {
+	mu      sync.Mutex
+	limit   int
+	failFor time.Time // every post fails before this (an outage)
+	got     int
+	largest int
+}
+
+func (p *sizedPoster) PostChunk(_ context.Context, _ string, data []byte) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if time.Now().Before(p.failFor) {
+		return errors.New("plane down")
+	}
+	if len(data) > p.limit {
+		return fmt.Errorf("413: %d bytes", len(data))
+	}
+	p.got += len(data)
+	p.largest = max(p.largest, len(data))
+	return nil
+}
+
+// Output that piled up past one chunk's limit while the plane was down
+// goes out in chunks the plane takes once it is back, and the exec ends.
+func TestStreamingBacklogGoesOutInChunksAPlaneTakes(t *testing.T) {
+	p := &sizedPoster{limit: wire.MaxChunkBodyBytes, failFor: time.Now().Add(1500 * time.Millisecond)}
+	opt := testOptions()
+	opt.Poster = p
+	opt.MaxBuffered = 2 * wire.MaxChunkBodyBytes
+	const n = 20 << 20
+	ex := wire.Exec{Command: fmt.Sprintf("head -c %d /dev/zero", n), TimeoutS: ptr(wire.Number(60)),
+		Log: &wire.LogSink{StdoutURL: "u", FlushBytes: 64 << 10, FlushMS: 50}}
+	res := Run(context.Background(), ex, opt)
+	if res.ExitCode != 0 {
+		t.Fatalf("exit %d (%+v)", res.ExitCode, res)
+	}
+	if p.got != n || p.largest > wire.MaxChunkBodyBytes {
+		t.Fatalf("delivered %d of %d bytes, largest chunk %d", p.got, n, p.largest)
+	}
+}

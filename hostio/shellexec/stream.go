@@ -147,11 +147,17 @@ func (l *shipLoop) flush() bool {
 		ctx, cancel = context.WithTimeout(l.ctx, l.shutdownPostGrace)
 		defer cancel()
 	}
-	if err := l.poster.PostChunk(ctx, l.url, l.buf); err != nil {
-		l.log.Warn("exec log chunk not delivered; kept for the next flush", "bytes", len(l.buf), "err", err)
-		return false
+	// In pieces a plane takes: what piled up while posts failed (an
+	// outage) may be more than one chunk's limit, and posting it whole
+	// would be refused 413 for good.
+	for len(l.buf) > 0 {
+		piece := l.buf[:min(len(l.buf), wire.MaxChunkBodyBytes)]
+		if err := l.poster.PostChunk(ctx, l.url, piece); err != nil {
+			l.log.Warn("exec log chunk not delivered; kept for the next flush", "bytes", len(l.buf), "err", err)
+			return false
+		}
+		l.buf = l.buf[:copy(l.buf, l.buf[len(piece):])]
 	}
-	l.buf = l.buf[:0]
 	return true
 }
 
