@@ -17,6 +17,19 @@ import (
 // shutdown grace expired.
 var ErrKilled = errors.New("killed at shutdown")
 
+// ClientWaitDelay bounds how long a cancelled client command (sbatch,
+// squeue, kubectl, docker login or rm) is waited for once it is killed:
+// something it started that keeps its output open (a wrapper's
+// grandchild, a credential plugin) would otherwise hold the cancel until
+// it ends by itself.
+const ClientWaitDelay = 5 * time.Second
+
+// StopTimeout bounds a command that stops a job, a Pod or a container
+// (docker stop waits 10 s itself before its SIGKILL): one that hangs (a
+// wedged dockerd) fails, its record kept for the next start, rather than
+// hold the run, and with it the daemon's drain, for good.
+const StopTimeout = 30 * time.Second
+
 // Child is a program a runner runs to its end (an entry program, a script,
 // a docker client) with its stdout and stderr carried into the daemon log
 // (and into Tail).

@@ -56,6 +56,8 @@ type Options struct {
 	KillGrace time.Duration
 	// DrainGrace bounds logging the client's output after it exited.
 	DrainGrace time.Duration
+	// StopTimeout bounds `docker stop`; zero means runners.StopTimeout.
+	StopTimeout time.Duration
 	// PIDs, when set, holds a PID file for the docker client while it
 	// runs (runners.Child.PIDs); nil records none. The container itself
 	// is dockerd's child, in no group of the daemon's.
@@ -270,7 +272,10 @@ func (r *Runner) stop(workdir string, env []string, log *slog.Logger) bool {
 		log.Warn("no container id yet; killing the docker client only", "err", err)
 		return false
 	}
-	cmd := exec.Command(r.opt.Docker, "stop", cid)
+	ctx, cancel := context.WithTimeout(context.Background(), cmp.Or(r.opt.StopTimeout, runners.StopTimeout))
+	defer cancel()
+	cmd := exec.CommandContext(ctx, r.opt.Docker, "stop", cid)
+	cmd.WaitDelay = runners.ClientWaitDelay
 	cmd.Env = env
 	if out, err := cmd.CombinedOutput(); err != nil {
 		log.Warn("docker stop failed; its cidfile is kept for the next start", "cid", cid, "err", err, "output", strings.TrimSpace(string(out)))

@@ -157,7 +157,8 @@ run)
 	fail) echo '{"type":"RuntimeError","message":"in container"}' > "$wd/error.json"; exit 1 ;;
 	hang) echo started > "$wd/started"; exec sleep 60 ;;
 	esac ;;
-stop) if [ -e "` + dir + `/stop-fails" ]; then echo "Error response from daemon: cannot stop container" >&2; exit 1; fi ;;
+stop) if [ -e "` + dir + `/stop-hangs" ]; then exec sleep 3600; fi
+	if [ -e "` + dir + `/stop-fails" ]; then echo "Error response from daemon: cannot stop container" >&2; exit 1; fi ;;
 rm) if [ -e "` + dir + `/rm-fails" ]; then echo "Error response from daemon: cannot remove container" >&2; exit 1; fi ;;
 esac
 `
@@ -358,6 +359,34 @@ func TestCIDFileGoesWithTheClient(t *testing.T) {
 	cancelled("stuck")
 	if b, err := os.ReadFile(filepath.Join(root, "stuck", CIDFile)); err != nil || strings.TrimSpace(string(b)) != "fakecid123" {
 		t.Errorf("%s of a container docker could not stop: %q %v, want it kept", CIDFile, b, err)
+	}
+}
+
+// A docker stop that hangs (a wedged dockerd) is given up after its
+// timeout: the cancelled run returns, its cidfile kept for the next
+// start, rather than hold the daemon's drain for good.
+func TestHangingDockerStopIsBounded(t *testing.T) {
+	bin, calls := fakeDocker(t, true)
+	root := t.TempDir()
+	r := testRunner(Options{Docker: bin, KillGrace: 200 * time.Millisecond, DrainGrace: 200 * time.Millisecond, StopTimeout: time.Second})
+	os.WriteFile(filepath.Join(filepath.Dir(calls), "stop-hangs"), nil, 0o600)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan runners.Outcome, 1)
+	go func() {
+		done <- runners.NewRegistry(runners.Config{Root: root}, r).ExecuteAs(ctx, runners.KindDocker, wire.Run{InvocationID: "wedged", ArgsBlob: []byte("hang"), RunConfig: wire.RunConfig{Image: "x"}}, "")
+	}()
+	testkit.WaitFile(t, 10*time.Second, filepath.Join(root, "wedged", "started"))
+	cancel()
+	select {
+	case o := <-done:
+		if o.State == wire.StateSucceeded {
+			t.Errorf("outcome %+v", o)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the cancelled run did not return within 20 s of a 1 s stop timeout")
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "wedged", CIDFile)); err != nil || strings.TrimSpace(string(b)) != "fakecid123" {
+		t.Errorf("%s after a docker stop that timed out: %q %v, want it kept", CIDFile, b, err)
 	}
 }
 

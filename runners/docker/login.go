@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strings"
 
+	"github.com/nymphd/nymph/runners"
 	"github.com/nymphd/nymph/wirecore/wire"
 )
 
@@ -58,6 +59,7 @@ func (r *Runner) login(ctx context.Context, auth wire.RegistryAuth, env []string
 		return fmt.Errorf("docker login %s: %w", auth.Server, err)
 	}
 	cmd := exec.CommandContext(ctx, r.opt.Docker, LoginArgv(auth)...)
+	cmd.WaitDelay = runners.ClientWaitDelay
 	cmd.Env = env
 	cmd.Stdin = strings.NewReader(secret)
 	var out bytes.Buffer

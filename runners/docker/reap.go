@@ -41,6 +41,7 @@ func (r *Runner) removeContainer(ctx context.Context, _, cid string) error {
 		return fmt.Errorf("%w: not a container id", runners.ErrNotALeftover)
 	}
 	cmd := exec.CommandContext(ctx, r.opt.Docker, "rm", "-f", cid)
+	cmd.WaitDelay = runners.ClientWaitDelay
 	cmd.Env = r.clientEnv(nil)
 	out, err := cmd.CombinedOutput()
 	text := strings.TrimSpace(string(out))

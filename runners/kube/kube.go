@@ -228,6 +228,7 @@ func (r *Runner) refreshTail(ctx context.Context, inv runners.Invocation, name s
 	}
 	fresh := runners.NewTail()
 	cmd := exec.CommandContext(ctx, r.opt.Kubectl, LogsArgv(inv.Run.RunConfig.Kube, name)...)
+	cmd.WaitDelay = runners.ClientWaitDelay
 	cmd.Env = r.opt.BaseEnv
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = fresh, &stderr
@@ -244,6 +245,7 @@ var errNotFound = errors.New("not found")
 
 func (r *Runner) kubectl(ctx context.Context, stdin []byte, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, r.opt.Kubectl, args...)
+	cmd.WaitDelay = runners.ClientWaitDelay
 	cmd.Env = r.opt.BaseEnv
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)

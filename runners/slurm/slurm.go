@@ -340,6 +340,7 @@ func (r *Runner) cancel(jobID, dir string, log *slog.Logger) {
 // its arguments (the job id, the script) and its stderr.
 func (r *Runner) command(ctx context.Context, dir, bin string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.WaitDelay = runners.ClientWaitDelay
 	cmd.Dir = dir
 	cmd.Env = r.opt.BaseEnv
 	var stdout, stderr bytes.Buffer
