@@ -848,9 +848,10 @@ func setupResult(commandID string, o runners.Outcome) daemon.SetupFinished {
 	case o.ExitCode != nil && *o.ExitCode != 0:
 		res.ExitCode = *o.ExitCode
 	case o.Error != nil && o.Error.TypeName == wire.ErrTypeScriptFailed:
-		// "signal: killed" and the like: not a normal exit.
+		// "signal: killed" and the like: not a normal exit, but the
+		// script's own end, as a run's script failing is.
 		res.ExitCode = -1
-		res.Err = errors.New(o.Error.Message)
+		res.Signal = o.Error.Message
 	default:
 		res.ExitCode = -1
 		msg := "setup failed"

@@ -26,7 +26,7 @@ func TestSetupResult(t *testing.T) {
 	}{
 		{"success", runners.Outcome{State: wire.StateSucceeded}, daemon.SetupFinished{CommandID: "c"}, false},
 		{"exit status", runners.ScriptExited(7), daemon.SetupFinished{CommandID: "c", ExitCode: 7}, false},
-		{"signal", runners.Failed(wire.ErrTypeScriptFailed, "signal: killed"), daemon.SetupFinished{CommandID: "c", ExitCode: -1}, true},
+		{"signal", runners.Failed(wire.ErrTypeScriptFailed, "signal: killed"), daemon.SetupFinished{CommandID: "c", ExitCode: -1, Signal: "signal: killed"}, false},
 		{"killed", runners.Killed(), daemon.SetupFinished{CommandID: "c", ExitCode: -1, Killed: true}, false},
 		{"spawn failure", runners.Failed(wire.ErrTypeDaemon, "no bash"), daemon.SetupFinished{CommandID: "c", ExitCode: -1}, true},
 	} {

@@ -252,7 +252,10 @@ type SetupFinished struct {
 	CommandID string
 	ExitCode  int
 	Killed    bool
-	Err       error
+	// Signal, when set, says how a script that ran ended without an exit
+	// status ("signal: killed"): a ScriptFailed, as a run's script is.
+	Signal string
+	Err    error
 }
 
 // CapabilitiesRefreshed answers RefreshCapabilities with the new snapshot

@@ -390,6 +390,8 @@ func (m *Machine) onSetupFinished(now time.Time, e SetupFinished) {
 	switch {
 	case e.Killed:
 		m.ack(id, wire.StateKilled, nil, cancelledError())
+	case e.Signal != "":
+		m.ack(id, wire.StateFailed, nil, &wire.ErrorInfo{TypeName: wire.ErrTypeScriptFailed, Message: e.Signal})
 	case e.Err != nil:
 		m.ack(id, wire.StateFailed, nil, &wire.ErrorInfo{TypeName: wire.ErrTypeDaemon, Message: e.Err.Error()})
 	case e.ExitCode != 0:

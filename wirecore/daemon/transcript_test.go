@@ -54,7 +54,7 @@ import (
 //	                              (seq defaults to the parked poll's)
 //	exec-done EXEC exit= [stdout=]
 //	run-done INV state= [blob=] [error=TYPE:MESSAGE]
-//	setup-done CMD [exit=] [killed] [err=]
+//	setup-done CMD [exit=] [killed] [signal=] [err=]
 //	caps CMD runners=a,b [err=]   CapabilitiesRefreshed
 //	posts-ok                      every pending post answered 200
 //	post-fail [status=] err=      the oldest pending post failed (no
@@ -340,7 +340,8 @@ func (h *harness) finished(t *testing.T, d *datadriven.TestData) Event {
 		}
 		return ev
 	case "setup-done":
-		return SetupFinished{CommandID: id, ExitCode: code, Killed: slices.Contains(flags(d), "killed"), Err: errArg()}
+		signal, _ := str(d, "signal")
+		return SetupFinished{CommandID: id, ExitCode: code, Killed: slices.Contains(flags(d), "killed"), Signal: signal, Err: errArg()}
 	default: // caps
 		runners, _ := str(d, "runners")
 		return CapabilitiesRefreshed{CommandID: id, Err: errArg(), Capabilities: wire.Capabilities{
