@@ -472,3 +472,45 @@ func TestPipesKeptAndAReplacedPairReopened(t *testing.T) {
 		t.Fatalf("a replaced resp pipe was not opened afresh")
 	}
 }
+
+// A relay that answers and then goes away at once (a stop answers what
+// finished, then closes its pipes) has its reply taken: the request does
+// not fail as lost, to be posted again.
+func TestReplyWrittenBeforeTheRelayExitsIsTaken(t *testing.T) {
+	for i := range 100 {
+		dir := pollPair(t)
+		reqPath, respPath := Paths(dir, transport.LanePoll)
+		relayReq, _, err := openFIFO(reqPath, unix.O_RDWR)
+		if err != nil {
+			t.Fatal(err)
+		}
+		relayResp, _, err := openFIFO(respPath, unix.O_RDWR)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := newClient(t, Config{Dir: dir, Timeout: 10 * time.Second})
+		go func() {
+			var dec frame.Decoder
+			buf := make([]byte, 4096)
+			for {
+				n, err := relayReq.Read(buf)
+				if err != nil {
+					return
+				}
+				dec.Feed(buf[:n])
+				if p, ok, _ := dec.Next(); ok {
+					env, _ := frame.ReadEnvelope(p, len(p))
+					relayResp.Write(frame.Append(nil, testkit.RelayIDReply(env.ID, 200, "done")))
+					relayReq.Close() // gone right after its answer
+					return
+				}
+			}
+		}()
+		resp, err := c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/v1/daemon/ack", Body: []byte("a")})
+		if err != nil || string(resp.Body) != "done" {
+			t.Fatalf("round %d: %+v, %v; want the reply the relay wrote before it went", i, resp, err)
+		}
+		relayResp.Close()
+		c.lanes[transport.LanePoll].closePair()
+	}
+}

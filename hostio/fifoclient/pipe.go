@@ -70,7 +70,16 @@ func (c *Client) exchange(ctx context.Context, ln *lane, id string) (*transport.
 	r, err := c.awaitReply(ctx, ln, op.resp, id)
 	op.end()
 	if lost, torn := op.lostIn(seq); lost {
+		if err != nil && ctx.Err() == nil {
+			// The watcher cut the wait short. A relay that stops answers
+			// what finished before it closes its pipes: that reply may be
+			// in resp already, and is ours.
+			r, err = c.replyLeft(ln, op.resp, id)
+		}
 		ln.closePair()
+		if err == nil {
+			return r, nil
+		}
 		if torn {
 			ln.stalledUntil = time.Now().Add(StallTimeout)
 		}
@@ -251,31 +260,8 @@ func (c *Client) awaitReply(ctx context.Context, ln *lane, resp *os.File, id str
 		ln.rbuf = make([]byte, readSize)
 	}
 	for {
-		for {
-			p, ok, err := ln.dec.Next()
-			if err != nil {
-				return nil, fmt.Errorf("read %s: %w", ln.resp, err)
-			}
-			if !ok {
-				break
-			}
-			largest = max(largest, len(p))
-			if id == "" {
-				return response(frame.ParseRawReply(p))
-			}
-			r, mine, err := frame.ParseReply(p, id)
-			if mine {
-				return response(r, err)
-			}
-			// A raw relay_error while we wait for an id reply answers a
-			// frame too broken to carry a readable id, or one cut off by
-			// the relay's shutdown before its id was read: ours, since a
-			// lane has one request at a time. (A relay of an earlier
-			// version also sent one unasked when it restarted.)
-			if f, ok := frame.RawRelayError(p); ok {
-				return nil, &frame.RelayError{Message: f.Message}
-			}
-			c.log.Info("fifoclient: discarded a reply to another request", "pipe", ln.resp, "bytes", len(p))
+		if r, done, err := c.nextReply(ln, id, &largest); done {
+			return r, err
 		}
 		n, err := resp.Read(ln.rbuf)
 		ln.dec.Feed(ln.rbuf[:n])
@@ -283,6 +269,56 @@ func (c *Client) awaitReply(ctx context.Context, ln *lane, resp *os.File, id str
 			return nil, cause(ctx, fmt.Errorf("read %s: %w", ln.resp, err))
 		}
 	}
+}
+
+// nextReply takes the frames the decoder holds until one answers id (any,
+// when id is empty); done is false when none did yet. largest grows to
+// the longest frame seen.
+func (c *Client) nextReply(ln *lane, id string, largest *int) (r *transport.Response, done bool, err error) {
+	for {
+		p, ok, err := ln.dec.Next()
+		if err != nil {
+			return nil, true, fmt.Errorf("read %s: %w", ln.resp, err)
+		}
+		if !ok {
+			return nil, false, nil
+		}
+		*largest = max(*largest, len(p))
+		if id == "" {
+			r, err := response(frame.ParseRawReply(p))
+			return r, true, err
+		}
+		reply, mine, err := frame.ParseReply(p, id)
+		if mine {
+			r, err := response(reply, err)
+			return r, true, err
+		}
+		// A raw relay_error while we wait for an id reply answers a
+		// frame too broken to carry a readable id, or one cut off by
+		// the relay's shutdown before its id was read: ours, since a
+		// lane has one request at a time. (A relay of an earlier
+		// version also sent one unasked when it restarted.)
+		if f, ok := frame.RawRelayError(p); ok {
+			return nil, true, &frame.RelayError{Message: f.Message}
+		}
+		c.log.Info("fifoclient: discarded a reply to another request", "pipe", ln.resp, "bytes", len(p))
+	}
+}
+
+// replyLeft looks for the reply to id among the bytes resp holds right
+// now, the wait for more being over (the relay went away).
+func (c *Client) replyLeft(ln *lane, resp *os.File, id string) (*transport.Response, error) {
+	resp.SetReadDeadline(time.Time{})
+	left, err := readNow(resp)
+	ln.dec.Feed(left)
+	largest := 0
+	if r, done, rerr := c.nextReply(ln, id, &largest); done {
+		return r, rerr
+	}
+	if err == nil {
+		err = errors.New("no reply in the pipe")
+	}
+	return nil, err
 }
 
 // response is a relay's reply as the transport returns it.
@@ -317,6 +353,20 @@ func openFIFO(path string, mode int) (*os.File, fileKey, error) {
 // drainNow reads and discards whatever the pipe holds right now, without
 // waiting for more.
 func drainNow(f *os.File) (int, error) {
+	return readNowInto(f, nil)
+}
+
+// readNow returns whatever the pipe holds right now, without waiting for
+// more (a pipe holds at most its buffer, 64 KiB by default).
+func readNow(f *os.File) ([]byte, error) {
+	var out []byte
+	_, err := readNowInto(f, &out)
+	return out, err
+}
+
+// readNowInto reads what the pipe holds right now, appending it to *keep
+// when keep is set, and returns how many bytes it read.
+func readNowInto(f *os.File, keep *[]byte) (int, error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return 0, err
@@ -329,6 +379,9 @@ func drainNow(f *os.File) (int, error) {
 			n, err := unix.Read(int(fd), buf[:])
 			if n > 0 {
 				total += n
+				if keep != nil {
+					*keep = append(*keep, buf[:n]...)
+				}
 				continue
 			}
 			if err != nil && err != unix.EAGAIN && err != unix.EINTR {
