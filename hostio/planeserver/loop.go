@@ -3,6 +3,7 @@ package planeserver
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/nymphd/nymph/wirecore/plane"
@@ -17,7 +18,9 @@ type message struct {
 	reply chan plane.Reply
 	// peek, when set, runs on the loop with the core instead of an event.
 	peek func(*plane.Plane)
-	// done, when set, is closed once the event has been stepped.
+	// done, when set, is closed once the event's group has been stored
+	// and answered: a reply the group made for the request is in its
+	// channel by then.
 	done chan struct{}
 }
 
@@ -60,6 +63,8 @@ type loop struct {
 	// batch folds the group's batches into one Apply.
 	batch   plane.BatchMerger
 	replies []plane.Reply
+	// stepped are the done channels of the group's messages.
+	stepped []chan struct{}
 }
 
 // group steps first and whatever else is already queued (up to groupMax),
@@ -67,6 +72,13 @@ type loop struct {
 func (l *loop) group(ctx context.Context, first message) {
 	l.batch.Reset()
 	l.replies = l.replies[:0]
+	defer func() {
+		for _, done := range l.stepped {
+			close(done)
+		}
+		clear(l.stepped)
+		l.stepped = l.stepped[:0]
+	}()
 	l.step(first)
 	for n := 1; n < groupMax; n++ {
 		select {
@@ -105,14 +117,20 @@ func (l *loop) step(m message) {
 		l.pending[m.id] = m.reply
 	}
 	if gone, ok := ev.(plane.Gone); ok {
-		delete(l.pending, gone.Req)
+		// A reply this group already made for the request (a parked poll
+		// woken with commands) still goes to its channel: its caller
+		// hears of it (done waits for the group) and hands its commands
+		// back (Undelivered) rather than lose them with the connection.
+		if !slices.ContainsFunc(l.replies, func(r plane.Reply) bool { return r.Req == gone.Req }) {
+			delete(l.pending, gone.Req)
+		}
 		if t := l.timers[gone.Req]; t != nil {
 			t.Stop()
 			delete(l.timers, gone.Req)
 		}
 	}
 	if m.done != nil {
-		defer close(m.done)
+		l.stepped = append(l.stepped, m.done)
 	}
 	now := l.s.cfg.Now()
 	for _, eff := range l.s.core.Step(now, ev) {
