@@ -113,7 +113,7 @@ func (r *Runner) Run(ctx context.Context, inv runners.Invocation) runners.Outcom
 	}
 	// Kept beside the outputs, so a failed run shows what was applied.
 	_ = os.WriteFile(filepath.Join(inv.Workdir, "pod.json"), manifest, 0o600)
-	name := PodName(inv.Run.InvocationID)
+	name := podOf(inv)
 	log = log.With("pod", name)
 	// Written before the apply (which may go through even if it fails)
 	// and removed when the run returns: one a daemon killed outright

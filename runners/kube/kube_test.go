@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nymphd/nymph/hostio/idpath"
 	"github.com/nymphd/nymph/internal/testkit"
 	"github.com/nymphd/nymph/runners"
 	"github.com/nymphd/nymph/wirecore/wire"
@@ -472,5 +473,26 @@ func TestReapHoldsPodRefToTheRun(t *testing.T) {
 				t.Errorf("%s kept after its pod was deleted: %v", PodRefFile, kept)
 			}
 		})
+	}
+}
+
+// The Pod of a run whose id is no plain file name (its workdir is named
+// by idpath) is the one the next start's sweep names from the workdir
+// alone, so a leftover pod.ref of it is taken, not refused.
+func TestPodRefOfAnIDThatIsNoFileName(t *testing.T) {
+	name, err := idpath.Name("inv:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := invocation(nil)
+	inv.Run.InvocationID, inv.Workdir = "inv:1", filepath.Join("/var/lib/dreamlake/udf", name)
+	m, err := Manifest(inv, DefaultEntry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := decodePod(t, m).Name
+	ref, err := readPodRef(inv.Workdir, []byte(encodePodRef(nil, pod)))
+	if err != nil || ref.Name != pod {
+		t.Fatalf("the sweep refused the run's own pod.ref (%s): %v", pod, err)
 	}
 }

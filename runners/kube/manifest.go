@@ -92,6 +92,11 @@ var quantity = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti|P|Pi
 // dnsLabel is a Kubernetes namespace or PVC name.
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
 
+// podOf is the Pod's name of a run: PodName of its workdir's name, which
+// is its invocation id when that is a plain file name (idpath), so that
+// the next start's sweep, which has only the workdir, names the same Pod.
+func podOf(inv runners.Invocation) string { return PodName(filepath.Base(inv.Workdir)) }
+
 // PodName is the Pod's name for an invocation: "nymph-", the id made
 // DNS-safe and cut short, and a hash of the exact id so two ids that
 // sanitize alike never share a Pod.
@@ -168,7 +173,7 @@ func Manifest(inv runners.Invocation, entry []string) ([]byte, error) {
 	}
 	p := pod{
 		APIVersion: "v1", Kind: "Pod",
-		Metadata: metadata{Name: PodName(inv.Run.InvocationID), Namespace: ns, Labels: map[string]string{
+		Metadata: metadata{Name: podOf(inv), Namespace: ns, Labels: map[string]string{
 			"app.kubernetes.io/managed-by": "nymph",
 		}},
 		Spec: podSpec{RestartPolicy: "Never", Containers: []container{c}, Volumes: []volume{vol}},
