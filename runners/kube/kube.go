@@ -122,10 +122,19 @@ func (r *Runner) Run(ctx context.Context, inv runners.Invocation) runners.Outcom
 	if err != nil {
 		log.Warn("pod not recorded; a daemon killed outright would leave it running", "err", err)
 	}
-	defer release()
+	// A Pod that could not be deleted keeps its record, so the next start
+	// deletes it (runners.Leftovers) rather than forget it.
+	deleted := true
+	defer func() {
+		if deleted {
+			release()
+		} else {
+			log.Warn("pod not deleted; its record is kept for the next start", "file", PodRefFile)
+		}
+	}()
 	if _, err := r.kubectl(ctx, manifest, ApplyArgv(cfg)...); err != nil {
 		if ctx.Err() != nil {
-			r.delete(cfg, name, log) // the apply may have gone through
+			deleted = r.delete(cfg, name, log) // the apply may have gone through
 			return runners.Killed()
 		}
 		return runners.Failed(wire.ErrTypeDaemon, "kube runner: apply: "+err.Error())
@@ -133,7 +142,7 @@ func (r *Runner) Run(ctx context.Context, inv runners.Invocation) runners.Outcom
 	log.Info("pod applied")
 	o := r.follow(ctx, inv, name, log)
 	if o.State == wire.StateSucceeded || o.State == wire.StateKilled {
-		r.delete(cfg, name, log)
+		deleted = r.delete(cfg, name, log)
 	}
 	return o
 }
@@ -211,12 +220,15 @@ func (r *Runner) scriptOutcome(ctx context.Context, cfg *wire.KubeConfig, name, 
 
 // delete removes the Pod: on cancel (spec), and after a success so
 // finished Pods do not pile up. A failed Pod is kept, like its workdir.
-func (r *Runner) delete(cfg *wire.KubeConfig, name string, log *slog.Logger) {
+// delete runs kubectl delete pod and reports whether it did.
+func (r *Runner) delete(cfg *wire.KubeConfig, name string, log *slog.Logger) bool {
 	ctx, stop := context.WithTimeout(context.Background(), 60*time.Second)
 	defer stop()
 	if _, err := r.kubectl(ctx, nil, DeleteArgv(cfg, name)...); err != nil {
 		log.Warn("kubectl delete pod failed", "err", err)
+		return false
 	}
+	return true
 }
 
 // refreshTail reads the end of the Pod's log (LogsArgv) into the run's

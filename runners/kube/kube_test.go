@@ -224,6 +224,7 @@ case " $* " in
 *" apply "*) cat > "$d/applied.json" ;;
 *" logs "*) cat "$d/log" 2>/dev/null ;;
 *" get pod "*) if [ -f "$d/phase" ]; then cat "$d/phase"; else echo 'Error from server (NotFound): pods "x" not found' >&2; exit 1; fi ;;
+*" delete pod "*) if [ -f "$d/delete-fails" ]; then echo 'Unable to connect to the server' >&2; exit 1; fi ;;
 esac
 `, dir)
 	bin = filepath.Join(dir, "kubectl")
@@ -324,6 +325,26 @@ func TestFailedPhaseAndCancel(t *testing.T) {
 	cancel()
 	if diff := cmp.Diff(runners.Killed(), <-done); diff != "" {
 		t.Fatal(diff)
+	}
+}
+
+// A Pod kubectl could not delete when its run was cancelled keeps its
+// record, so the next start deletes it rather than forget it.
+func TestCancelWhoseDeleteFailsKeepsThePodRecord(t *testing.T) {
+	bin, calls := fakeKubectl(t)
+	root := t.TempDir()
+	reg := runners.NewRegistry(runners.Config{Root: root}, New(Options{Kubectl: bin}))
+	run := wire.Run{InvocationID: "k3", RunConfig: wire.RunConfig{Kube: &wire.KubeConfig{PollIntervalS: ptr(wire.Number(0.05))}}}
+	os.WriteFile(filepath.Join(calls, "phase"), []byte("Running"), 0o600)
+	os.WriteFile(filepath.Join(calls, "delete-fails"), nil, 0o600)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan runners.Outcome, 1)
+	go func() { done <- reg.ExecuteAs(ctx, runners.KindKube, run, "") }()
+	testkit.WaitFile(t, 10*time.Second, filepath.Join(calls, "applied.json"))
+	cancel()
+	<-done
+	if b, err := os.ReadFile(filepath.Join(root, "k3", PodRefFile)); err != nil || !strings.Contains(string(b), PodName("k3")) {
+		t.Errorf("%s after a failed delete: %q %v, want the Pod's record kept", PodRefFile, b, err)
 	}
 }
 

@@ -215,8 +215,15 @@ func (r *Runner) Run(ctx context.Context, inv runners.Invocation) runners.Outcom
 	if err != nil {
 		log.Warn("job id not recorded; a daemon killed outright would leave the job running", "err", err)
 	}
-	defer release()
-	return r.follow(ctx, inv, jobID, log)
+	o, running := r.follow(ctx, inv, jobID, log)
+	if running {
+		// scancel failed: the record stays, so the next start cancels the
+		// job (runners.Leftovers) rather than forget it.
+		log.Warn("job not cancelled; its record is kept for the next start", "file", JobIDFile)
+	} else {
+		release()
+	}
+	return o
 }
 
 func (r *Runner) pollInterval(inv runners.Invocation) time.Duration {
@@ -229,15 +236,14 @@ func (r *Runner) pollInterval(inv runners.Invocation) time.Duration {
 
 // follow polls the job until it ends or ctx is cancelled (then scancel),
 // refreshing the run's Tail from its output file at each look.
-func (r *Runner) follow(ctx context.Context, inv runners.Invocation, jobID string, log *slog.Logger) runners.Outcome {
+func (r *Runner) follow(ctx context.Context, inv runners.Invocation, jobID string, log *slog.Logger) (o runners.Outcome, running bool) {
 	tick := time.NewTicker(r.pollInterval(inv))
 	defer tick.Stop()
 	last := ""
 	for {
 		select {
 		case <-ctx.Done():
-			r.cancel(jobID, inv.Workdir, log)
-			return runners.Killed()
+			return runners.Killed(), !r.cancel(jobID, inv.Workdir, log)
 		case <-tick.C:
 		}
 		refreshTail(inv, log)
@@ -253,15 +259,15 @@ func (r *Runner) follow(ctx context.Context, inv runners.Invocation, jobID strin
 			last = state
 		}
 		if phase := MapState(state); phase != Active && inv.Run.Script != nil {
-			return scriptOutcome(inv.Workdir, jobID, state)
+			return scriptOutcome(inv.Workdir, jobID, state), false
 		}
 		switch MapState(state) {
 		case Completed:
-			return runners.ReadOutcome(inv.Workdir, nil)
+			return runners.ReadOutcome(inv.Workdir, nil), false
 		case Failed:
-			return runners.ReadOutcome(inv.Workdir, fmt.Errorf("slurm job %s %s", jobID, state))
+			return runners.ReadOutcome(inv.Workdir, fmt.Errorf("slurm job %s %s", jobID, state)), false
 		case Gone:
-			return gone(inv.Workdir, jobID)
+			return gone(inv.Workdir, jobID), false
 		}
 	}
 }
@@ -325,15 +331,17 @@ func (r *Runner) state(ctx context.Context, dir, jobID string) (string, error) {
 	return strings.TrimSpace(out), err
 }
 
-func (r *Runner) cancel(jobID, dir string, log *slog.Logger) {
+// cancel runs scancel and reports whether it did.
+func (r *Runner) cancel(jobID, dir string, log *slog.Logger) bool {
 	// ctx is already cancelled; scancel must still run.
-	ctx, stop := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, stop := context.WithTimeout(context.Background(), runners.StopTimeout)
 	defer stop()
 	if _, err := r.command(ctx, dir, r.opt.Scancel, jobID); err != nil {
 		log.Warn("scancel failed", "err", err)
-		return
+		return false
 	}
 	log.Info("job cancelled")
+	return true
 }
 
 // command runs one SLURM client and returns its stdout; a failure carries

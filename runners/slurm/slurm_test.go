@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -324,6 +325,31 @@ func TestCancelRunsScancel(t *testing.T) {
 	if b, _ := os.ReadFile(state + ".scancel-args"); strings.TrimSpace(string(b)) != "4242" {
 		t.Fatalf("scancel args %q", b)
 	}
+}
+
+// A job scancel refuses when its run is cancelled keeps its id file, so
+// the next start cancels it rather than forget it.
+func TestCancelThatFailsKeepsTheJobRecord(t *testing.T) {
+	opt, state := fakeSlurm(t, "all")
+	real := opt.Scancel
+	refusing := filepath.Join(t.TempDir(), "scancel")
+	os.WriteFile(refusing, []byte("#!/bin/sh\necho 'scancel: error: Kill job error: Access/permission denied' >&2\nexit 1\n"), 0o755)
+	opt.Scancel = refusing
+	root := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan runners.Outcome, 1)
+	go func() { done <- runJob(t, opt, ctx, root, "sleep:60") }()
+	testkit.WaitFile(t, 60*time.Second, filepath.Join(root, "job1", "started"))
+	cancel()
+	<-done
+	if b, err := os.ReadFile(filepath.Join(root, "job1", JobIDFile)); err != nil || strings.TrimSpace(string(b)) != "4242" {
+		t.Errorf("%s after a failed scancel: %q %v, want the job's id kept", JobIDFile, b, err)
+	}
+	// End the fake job, as the next start's sweep would.
+	if out, err := exec.Command(real, "4242").CombinedOutput(); err != nil {
+		t.Fatalf("stop the fake job: %v %s", err, out)
+	}
+	_ = state
 }
 
 // A leftover job scancel refuses is logged with its id, in scancel's
