@@ -100,6 +100,7 @@ type lane struct {
 	buf          []byte // reused frame encoding buffer
 	rbuf         []byte // reused read buffer
 	dec          frame.Decoder
+	respKey      fileKey // the resp pipe dec reads
 	stalledUntil time.Time
 	open         *openPair // the pipes, while open (see exchange)
 }
@@ -165,14 +166,21 @@ func (c *Client) RoundTrip(ctx context.Context, req *transport.Request) (*transp
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := transport.WithReplyTimeout(ctx, c.cfg.Timeout)
-	defer cancel()
+	// The wait for the lane and the wait for the reply are bounded apart:
+	// a reply's timeout that had run while its request queued behind
+	// others could end before the relay's upstream timeout, and in raw
+	// mode the next request would then take its reply.
+	wait, stopWait := transport.WithReplyTimeout(ctx, c.cfg.Timeout)
 	select {
 	case ln.slot <- struct{}{}:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("fifoclient: %s: waiting for lane %q: %w", req.Endpoint, req.Lane, context.Cause(ctx))
+		stopWait()
+	case <-wait.Done():
+		defer stopWait()
+		return nil, fmt.Errorf("fifoclient: %s: waiting for lane %q: %w", req.Endpoint, req.Lane, context.Cause(wait))
 	}
 	defer func() { <-ln.slot }()
+	ctx, cancel := transport.WithReplyTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
 	if until := ln.stalledUntil; time.Now().Before(until) {
 		return nil, fmt.Errorf("fifoclient: %s: lane %q closed until %s after a cut-off frame", ln.req, req.Lane, until.Format(time.RFC3339))
 	}

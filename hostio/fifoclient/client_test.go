@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -512,5 +513,112 @@ func TestReplyWrittenBeforeTheRelayExitsIsTaken(t *testing.T) {
 		}
 		relayResp.Close()
 		c.lanes[transport.LanePoll].closePair()
+	}
+}
+
+// A request given up on while its large reply streams in (a cancel, a
+// timeout) leaves the rest of that reply to come on resp: the next
+// request skips it to its end and takes its own reply, in step, in both
+// reply modes.
+func TestAbandonedLargeReplyIsSkippedToItsEnd(t *testing.T) {
+	for _, mode := range []ReplyMode{ReplyID, ReplyRaw} {
+		t.Run(string(mode), func(t *testing.T) {
+			dir := pollPair(t)
+			reqPath, respPath := Paths(dir, transport.LanePoll)
+			relayReq, _, err := openFIFO(reqPath, unix.O_RDWR)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer relayReq.Close()
+			relayResp, _, err := openFIFO(respPath, unix.O_RDWR)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer relayResp.Close()
+			reply := func(id, body string) []byte {
+				if id == "" {
+					return frame.Append(nil, []byte(body))
+				}
+				return frame.Append(nil, testkit.RelayIDReply(id, 200, body))
+			}
+			first := make(chan struct{})
+			go func() {
+				var dec frame.Decoder
+				buf := make([]byte, 4096)
+				for n := 0; ; {
+					k, err := relayReq.Read(buf)
+					if err != nil {
+						return
+					}
+					dec.Feed(buf[:k])
+					for {
+						p, ok, _ := dec.Next()
+						if !ok {
+							break
+						}
+						env, _ := frame.ReadEnvelope(p, len(p))
+						n++
+						if n == 1 {
+							// 4 MiB, of which the first 64 KiB go out
+							// before the client gives up, the rest after.
+							big := reply(env.ID, strings.Repeat("x", 4<<20))
+							relayResp.Write(big[:64<<10])
+							close(first)
+							time.Sleep(200 * time.Millisecond)
+							for off := 64 << 10; off < len(big); off += 256 << 10 {
+								relayResp.SetWriteDeadline(time.Now().Add(10 * time.Second))
+								relayResp.Write(big[off:min(off+256<<10, len(big))])
+							}
+							continue
+						}
+						relayResp.Write(reply(env.ID, "second"))
+					}
+				}
+			}()
+			c := newClient(t, Config{Dir: dir, Replies: mode, Timeout: 20 * time.Second})
+			ctx, cancel := context.WithCancel(context.Background())
+			go func() { <-first; time.Sleep(50 * time.Millisecond); cancel() }()
+			if _, err := c.RoundTrip(ctx, &transport.Request{Endpoint: "/v1/daemon/blob"}); err == nil {
+				t.Fatal("the cancelled request returned a reply")
+			}
+			resp, err := c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/v1/daemon/ack", Body: []byte("a")})
+			if err != nil || !bytes.Contains(resp.Body, []byte("second")) {
+				var body []byte
+				if resp != nil {
+					body = resp.Body[:min(len(resp.Body), 40)]
+				}
+				t.Fatalf("the next request got %q, %v; want its own reply", body, err)
+			}
+		})
+	}
+}
+
+// In raw mode a request queued behind others on its lane still has its
+// whole timeout for its reply once its frame is out: it does not time out
+// with its frame taken and leave its reply to the next request.
+func TestRawTimeoutStartsWhenTheLaneIsHeld(t *testing.T) {
+	dir := pollPair(t)
+	mkpair(t, dir, transport.LaneControl)
+	startRelay(t, dir, transport.LaneControl, func(req wire.RelayRequest) [][]byte {
+		time.Sleep(400 * time.Millisecond) // a slow plane, well within the timeout
+		return [][]byte{[]byte("reply to " + string(req.Body))}
+	})
+	c := newClient(t, Config{Dir: dir, Replies: ReplyRaw, Timeout: time.Second})
+	var wg sync.WaitGroup
+	for _, b := range []string{"ack-1", "ack-2", "ack-3"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/v1/daemon/ack", Body: []byte(b), Lane: transport.LaneControl})
+			if err != nil || string(resp.Body) != "reply to "+b {
+				t.Errorf("%s: %v %v", b, resp, err)
+			}
+		}()
+		time.Sleep(10 * time.Millisecond)
+	}
+	wg.Wait()
+	resp, err := c.RoundTrip(context.Background(), &transport.Request{Endpoint: "/v1/daemon/presign", Body: []byte("presign"), Lane: transport.LaneControl})
+	if err != nil || string(resp.Body) != "reply to presign" {
+		t.Fatalf("presign: %v %v", resp, err)
 	}
 }

@@ -41,13 +41,15 @@ func (c *Client) exchange(ctx context.Context, ln *lane, id string) (*transport.
 	if err != nil {
 		return nil, err
 	}
-	// Whatever already sits in the pipe predates our request: drop it so a
-	// stale reply (or a stale fragment of one) cannot even be parsed.
-	if n, err := drainNow(op.resp); err != nil {
+	// Whatever already sits in the pipe predates our request: replies to
+	// requests given up on, whole or begun. They go through the decoder,
+	// which drops them and skips the rest of one still arriving (a large
+	// reply streamed on after its request was abandoned), so the stream
+	// stays in step: dropping its bytes blindly would leave the rest to
+	// be read as frames of their own.
+	if err := c.dropStale(ln, op.resp); err != nil {
 		ln.closePair()
 		return nil, fmt.Errorf("drain %s: %w", ln.resp, err)
-	} else if n > 0 {
-		c.log.Info("fifoclient: dropped stale reply bytes", "pipe", ln.resp, "bytes", n)
 	}
 	stop := context.AfterFunc(ctx, op.interrupt)
 	defer stop()
@@ -70,6 +72,7 @@ func (c *Client) exchange(ctx context.Context, ln *lane, id string) (*transport.
 	r, err := c.awaitReply(ctx, ln, op.resp, id)
 	op.end()
 	if lost, torn := op.lostIn(seq); lost {
+		defer ln.dec.Reset() // a dead relay's torn reply never ends
 		if err != nil && ctx.Err() == nil {
 			// The watcher cut the wait short. A relay that stops answers
 			// what finished before it closes its pipes: that reply may be
@@ -142,6 +145,12 @@ func (ln *lane) pair() (*openPair, error) {
 	op := &openPair{req: req, resp: resp, reqKey: reqKey, respKey: respKey, done: make(chan struct{})}
 	op.watch()
 	ln.open = op
+	if respKey != ln.respKey {
+		// Another pipe than the one the decoder was reading: nothing it
+		// holds or skips belongs to this stream.
+		ln.dec.Reset()
+		ln.respKey = respKey
+	}
 	return op, nil
 }
 
@@ -249,13 +258,8 @@ func noReader(fd int) bool {
 }
 
 func (c *Client) awaitReply(ctx context.Context, ln *lane, resp *os.File, id string) (*transport.Response, error) {
-	ln.dec.Reset()
 	largest := 0
-	defer func() {
-		if largest > keepDecoder || ln.dec.Buffered() > keepDecoder {
-			ln.dec = frame.Decoder{}
-		}
-	}()
+	defer ln.dec.Compact(keepDecoder)
 	if ln.rbuf == nil {
 		ln.rbuf = make([]byte, readSize)
 	}
@@ -278,6 +282,7 @@ func (c *Client) nextReply(ln *lane, id string, largest *int) (r *transport.Resp
 	for {
 		p, ok, err := ln.dec.Next()
 		if err != nil {
+			ln.dec.Reset() // out of step: only a fresh stream helps
 			return nil, true, fmt.Errorf("read %s: %w", ln.resp, err)
 		}
 		if !ok {
@@ -350,37 +355,59 @@ func openFIFO(path string, mode int) (*os.File, fileKey, error) {
 	return os.NewFile(uintptr(fd), path), keyOf(&st), nil
 }
 
-// drainNow reads and discards whatever the pipe holds right now, without
-// waiting for more.
-func drainNow(f *os.File) (int, error) {
-	return readNowInto(f, nil)
+// dropStale feeds the decoder what resp holds now, before a request is
+// sent, and drops it: whole replies, and one still arriving (skipped to
+// its end as it comes, see frame.Decoder.Abandon).
+func (c *Client) dropStale(ln *lane, resp *os.File) error {
+	left, err := readNow(resp)
+	if err != nil {
+		return err
+	}
+	ln.dec.Feed(left)
+	for {
+		_, ok, err := ln.dec.Next()
+		if err != nil {
+			ln.dec.Reset()
+			break
+		}
+		if !ok {
+			break
+		}
+	}
+	begun := ln.dec.Buffered()
+	if len(left) > 0 {
+		c.log.Info("fifoclient: dropped stale reply bytes", "pipe", ln.resp, "bytes", len(left), "begun", begun)
+	}
+	if begun < frame.HeaderSize {
+		// Less than a header: debris (a relay writes a frame's header
+		// with its first bytes), not a frame whose rest will follow.
+		ln.dec.Reset()
+	} else {
+		ln.dec.Abandon()
+	}
+	ln.dec.Compact(keepDecoder)
+	return nil
 }
 
-// readNow returns whatever the pipe holds right now, without waiting for
-// more (a pipe holds at most its buffer, 64 KiB by default).
+// readNow returns what the pipe holds right now, without waiting for
+// more, up to readSize bytes (a pipe's usual buffer): the rest of a reply
+// still streaming in stays in the pipe, for the decoder to skip as it is
+// read.
 func readNow(f *os.File) ([]byte, error) {
-	var out []byte
-	_, err := readNowInto(f, &out)
-	return out, err
-}
-
-// readNowInto reads what the pipe holds right now, appending it to *keep
-// when keep is set, and returns how many bytes it read.
-func readNowInto(f *os.File, keep *[]byte) (int, error) {
 	rc, err := f.SyscallConn()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	var buf [4096]byte
-	total := 0
+	var out []byte
 	var rerr error
 	err = rc.Read(func(fd uintptr) bool {
 		for {
 			n, err := unix.Read(int(fd), buf[:])
 			if n > 0 {
-				total += n
-				if keep != nil {
-					*keep = append(*keep, buf[:n]...)
+				out = append(out, buf[:n]...)
+				if len(out) >= readSize {
+					return true
 				}
 				continue
 			}
@@ -396,7 +423,7 @@ func readNowInto(f *os.File, keep *[]byte) (int, error) {
 	if err == nil {
 		err = rerr
 	}
-	return total, err
+	return out, err
 }
 
 // cause prefers the context's reason (timeout or cancellation) over the

@@ -292,3 +292,48 @@ func TestValidID(t *testing.T) {
 		}
 	}
 }
+
+// An abandoned frame is skipped whole, however its bytes are cut (before
+// the header has all come, mid-payload, or with the next frames in the
+// same piece), without being held, and the frames after it come out.
+func TestDecoderAbandonSkipsTheFrame(t *testing.T) {
+	big := bytes.Repeat([]byte("x"), 100_000)
+	stream := encodeAll(big, []byte("next"), []byte("after"))
+	for _, cut := range []int{1, 3, 4, 5, 1000, len(stream) - 20} {
+		for _, piece := range []int{1, 7, 4096, len(stream)} {
+			var d Decoder
+			d.Feed(stream[:cut])
+			if _, ok, _ := d.Next(); ok {
+				t.Fatalf("cut %d: a frame before the first one ended", cut)
+			}
+			d.Abandon()
+			var got []string
+			for off := cut; off < len(stream); off += piece {
+				d.Feed(stream[off:min(off+piece, len(stream))])
+				if d.Buffered() > 4096+piece {
+					t.Fatalf("cut %d piece %d: %d bytes held while skipping", cut, piece, d.Buffered())
+				}
+				for {
+					p, ok, err := d.Next()
+					if err != nil {
+						t.Fatalf("cut %d piece %d: %v", cut, piece, err)
+					}
+					if !ok {
+						break
+					}
+					got = append(got, string(p))
+				}
+			}
+			if want := []string{"next", "after"}; !cmp.Equal(got, want) {
+				t.Fatalf("cut %d piece %d: frames %q, want %q", cut, piece, got, want)
+			}
+		}
+	}
+	// Nothing begun: nothing dropped.
+	var d Decoder
+	d.Abandon()
+	d.Feed(encodeAll([]byte("whole")))
+	if p, ok, _ := d.Next(); !ok || string(p) != "whole" {
+		t.Fatalf("after an Abandon with nothing begun: %q %v", p, ok)
+	}
+}

@@ -118,3 +118,59 @@ func FuzzEnvelope(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecoderAbandon checks Abandon against Split: a stream cut at any
+// point and abandoned there gives exactly the frames after the one the
+// cut fell in (all of those after the cut, when it fell on a boundary),
+// fed in pieces of any size, and never holds more than a piece beyond a
+// frame.
+func FuzzDecoderAbandon(f *testing.F) {
+	reqs := seedRequests(f)
+	f.Add(encodeAll(reqs...), uint16(7), uint16(3))
+	f.Add(encodeAll(reqs[0], nil, reqs[1]), uint16(2), uint16(1))
+	f.Add(encodeAll(bytes.Repeat([]byte("x"), 5000), reqs[2]), uint16(100), uint16(4096))
+	f.Fuzz(func(t *testing.T, stream []byte, cutAt, chunk uint16) {
+		var bounds []int // frame ends
+		var frames [][]byte
+		for rest, off := stream, 0; len(rest) > 0; {
+			p, r, err := Split(rest)
+			if err != nil {
+				stream = stream[:off] // only whole frames
+				break
+			}
+			frames = append(frames, p)
+			off += HeaderSize + len(p)
+			bounds = append(bounds, off)
+			rest = r
+		}
+		cut := int(cutAt) % (len(stream) + 1)
+		var want [][]byte
+		before := 0 // frames wholly before the cut
+		for before < len(bounds) && bounds[before] <= cut {
+			before++
+		}
+		first := before
+		if before < len(bounds) && cut > 0 && (before == 0 || bounds[before-1] < cut) {
+			first++ // the cut fell inside frame `before`: it is abandoned
+		}
+		want = append(want, frames[first:]...)
+		var d Decoder
+		d.Feed(stream[:cut])
+		for range before {
+			if _, ok, err := d.Next(); !ok || err != nil {
+				t.Fatalf("a whole frame before the cut did not come out: %v", err)
+			}
+		}
+		d.Abandon()
+		got, err := drain(t, &d, stream[cut:], max(int(chunk), 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(want) == 0 {
+			want = nil
+		}
+		if !cmp.Equal(want, got, cmp.Comparer(bytes.Equal)) {
+			t.Fatalf("cut %d: frames %d, want %d", cut, len(got), len(want))
+		}
+	})
+}
