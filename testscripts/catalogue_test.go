@@ -250,7 +250,10 @@ func catalogue(t *testing.T, h *catalogueHost) []badRequest {
 		helloAt("label a C1 CSI", helloBody("catalogue-case", map[string][]byte{"label": str("box\u009b31m")}, nil, nil), 422, wire.InvalidControlChar),
 		helloAt("tag a newline", helloBody("catalogue-case", map[string][]byte{"tags": arrayOf(str("a=b\nFAKE LOG LINE"))}, nil, nil), 422, wire.InvalidControlChar),
 		helloAt("machine_id a terminal escape", helloBody("catalogue-\x1b[2J", nil, nil, nil), 422, wire.InvalidCharacter),
-		helloAt("versions.distro a bell", helloBody("catalogue-case", nil, nil, map[string][]byte{"distro": str("Linux\x07")}), 422, wire.InvalidControlChar),
+		helloAt("versions.daemon a bell", helloBody("catalogue-case", nil, nil, map[string][]byte{"daemon": str("0.3\x07")}), 422, wire.InvalidControlChar),
+		// Probe output is taken on one line (runsc --version prints two):
+		// each run of control characters becomes a space.
+		helloAt("versions.distro a bell", helloBody("catalogue-case", nil, nil, map[string][]byte{"distro": str("Linux\x07")}), 200, "worker_id"),
 
 		// Slow bodies: one that stalls after ten bytes meets the idle
 		// bound; one trickled a byte a second meets the whole-body bound

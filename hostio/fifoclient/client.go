@@ -105,6 +105,9 @@ type lane struct {
 	open         *openPair // the pipes, while open (see exchange)
 }
 
+// fileKey identifies an inode, to notice a pipe replaced under its name.
+type fileKey struct{ dev, ino uint64 }
+
 var laneName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
 // New returns a client for cfg. It does not touch the pipes: a relay may

@@ -113,9 +113,6 @@ type openPair struct {
 	torn     bool
 }
 
-// fileKey identifies an inode, to notice a pipe replaced under its name.
-type fileKey struct{ dev, ino uint64 }
-
 func keyOf(st *unix.Stat_t) fileKey { return fileKey{uint64(st.Dev), st.Ino} }
 
 // pair returns the lane's open pipes, opening them (again) when they are
