@@ -199,7 +199,12 @@ func (r *Runner) Run(ctx context.Context, inv runners.Invocation) runners.Outcom
 	}
 	out, err := r.command(ctx, inv.Workdir, r.opt.Sbatch, path)
 	if err != nil && ctx.Err() != nil {
-		log.Warn("shutdown during sbatch; the job may have been submitted", "job_name", "nymph-"+inv.Run.InvocationID)
+		// The job may have been submitted with its id never read: it is
+		// cancelled by its name, which is this run's alone.
+		name := "nymph-" + inv.Run.InvocationID
+		if r.cancel("--name="+name, inv.Workdir, log) {
+			log.Info("shutdown during sbatch; any job submitted was cancelled by its name", "job_name", name)
+		}
 		return runners.Killed()
 	}
 	if err != nil {
@@ -331,13 +336,14 @@ func (r *Runner) state(ctx context.Context, dir, jobID string) (string, error) {
 	return strings.TrimSpace(out), err
 }
 
-// cancel runs scancel and reports whether it did.
-func (r *Runner) cancel(jobID, dir string, log *slog.Logger) bool {
+// cancel runs scancel on job (an id, or --name=) and reports whether it
+// did.
+func (r *Runner) cancel(job, dir string, log *slog.Logger) bool {
 	// ctx is already cancelled; scancel must still run.
 	ctx, stop := context.WithTimeout(context.Background(), runners.StopTimeout)
 	defer stop()
-	if _, err := r.command(ctx, dir, r.opt.Scancel, jobID); err != nil {
-		log.Warn("scancel failed", "err", err)
+	if _, err := r.command(ctx, dir, r.opt.Scancel, job); err != nil {
+		log.Warn("scancel failed", "job", job, "err", err)
 		return false
 	}
 	log.Info("job cancelled")

@@ -374,3 +374,31 @@ func TestReapFailureNamesTheJob(t *testing.T) {
 		t.Errorf("id file of a job not cancelled removed: %v", err)
 	}
 }
+
+// A shutdown while sbatch runs (the job may be submitted, its id never
+// read) cancels the job by its name, which is the run's alone.
+func TestShutdownDuringSbatchCancelsByName(t *testing.T) {
+	dir := t.TempDir()
+	calls := filepath.Join(dir, "scancel-args")
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("#!/bin/bash\n"+body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	opt := Options{Sbatch: write("sbatch", "touch "+dir+"/submitting; exec sleep 60\n"),
+		Squeue: write("squeue", "exit 0\n"), Scancel: write("scancel", `echo "$@" > `+calls+"\n")}
+	root := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan runners.Outcome, 1)
+	go func() { done <- runJob(t, opt, ctx, root, "ok:x") }()
+	testkit.WaitFile(t, 20*time.Second, filepath.Join(dir, "submitting"))
+	cancel()
+	if o := <-done; o.State != wire.StateKilled {
+		t.Fatalf("outcome %+v", o)
+	}
+	if b, err := os.ReadFile(calls); err != nil || strings.TrimSpace(string(b)) != "--name=nymph-job1" {
+		t.Fatalf("scancel args %q %v, want the job cancelled by its name", b, err)
+	}
+}
