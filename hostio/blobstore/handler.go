@@ -162,6 +162,11 @@ func (s *Store) put(w http.ResponseWriter, r *http.Request, key string, overwrit
 		http.Error(w, fmt.Sprintf("body of %d bytes, presigned for %d", n, size), http.StatusBadRequest)
 	case errors.Is(err, fs.ErrExist):
 		http.Error(w, "a blob exists under this key, and this URL was not presigned with overwrite: true", http.StatusConflict)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		// The server's body deadlines (an idle or a whole-body bound):
+		// the client's pace, not a fault of the store.
+		s.log.Debug("blobstore: blob body timed out", "key", key, "read", n, "err", err)
+		http.Error(w, "reading body: "+err.Error(), http.StatusRequestTimeout)
 	case err != nil:
 		s.log.Error("blobstore: write blob", "key", key, "err", err)
 		http.Error(w, "cannot store blob", http.StatusInternalServerError)

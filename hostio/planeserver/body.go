@@ -91,6 +91,20 @@ func (s *Server) guardBodies(next http.Handler) http.Handler {
 	})
 }
 
+// boundChunked gives a chunked body sent to h (which reads r.Body itself,
+// not through readBody) the whole-body bound of a body of limit bytes, as
+// readBody does for its routes: it announced no length, and the bare
+// base would cut off a large upload sent at an ordinary pace.
+func boundChunked(h http.Handler, limit int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if tb, ok := r.Body.(*timedBody); ok && r.ContentLength < 0 {
+			tb.announced = limit
+			tb.restart(tb.start)
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
 // restart starts the whole-body clock at now.
 func (b *timedBody) restart(now time.Time) {
 	b.start = now

@@ -36,7 +36,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST "+wire.PathResultChunk, s.daemon(s.decoded("result chunk", MaxResultBody, authenticateRequest)))
 	m.HandleFunc("POST "+wire.PathKeys, s.daemon(s.decoded("key rotation", MaxControlBody, keysRequest)))
 	if s.cfg.Blobs != nil {
-		m.Handle(BlobPathPrefix, s.cfg.Blobs.Handler())
+		m.Handle(BlobPathPrefix, boundChunked(s.cfg.Blobs.Handler(), wire.PayloadMax))
 	}
 	s.adminRoutes(m)
 	m.HandleFunc("GET "+operator.PathMetrics, s.admin(s.serveMetrics))
