@@ -65,11 +65,20 @@ type loop struct {
 	replies []plane.Reply
 	// stepped are the done channels of the group's messages.
 	stepped []chan struct{}
+	// diverged is set while the core may hold changes the store refused
+	// and could not be rebuilt from it: nothing is stepped (every request
+	// is answered 503) until a reload succeeds, tried at each group (a
+	// Tick, a request).
+	diverged bool
 }
 
 // group steps first and whatever else is already queued (up to groupMax),
 // persists their merged batch once, then answers.
 func (l *loop) group(ctx context.Context, first message) {
+	if l.diverged && !l.reload(ctx) {
+		l.refuse(first)
+		return
+	}
 	l.batch.Reset()
 	l.replies = l.replies[:0]
 	defer func() {
@@ -176,13 +185,39 @@ func (l *loop) answer(r plane.Reply) {
 // does not, so it is rebuilt from the store, and every open request —
 // including this group's — is answered 503; daemons retry.
 func (l *loop) recover(ctx context.Context) {
+	l.diverged = true
+	l.reload(ctx)
+	l.failAll("store unavailable")
+}
+
+// reload rebuilds the core from the store and reports whether it did;
+// until it does, the loop steps nothing (diverged).
+func (l *loop) reload(ctx context.Context) bool {
 	core, err := l.s.restore(ctx)
 	if err != nil {
-		l.s.log.Error("reload after store failure failed; keeping the plane in memory", "err", err)
-	} else {
-		l.s.core = core
+		l.s.log.Error("reload from the store failed; answering every request 503 until it succeeds", "err", err)
+		return false
 	}
-	l.failAll("store unavailable")
+	if l.diverged {
+		l.s.log.Info("plane reloaded from the store")
+	}
+	l.s.core, l.diverged = core, false
+	return true
+}
+
+// refuse answers a message without stepping it, the core being one the
+// store may not hold: a request 503, a status page's peek as the core
+// stands.
+func (l *loop) refuse(m message) {
+	switch {
+	case m.peek != nil:
+		m.peek(l.s.core)
+	case m.reply != nil:
+		m.reply <- plane.Reply{Req: m.id, Status: 503, Body: plane.ErrorBody{Error: "store unavailable"}}
+	}
+	if m.done != nil {
+		close(m.done)
+	}
 }
 
 func (l *loop) failAll(msg string) {

@@ -551,6 +551,58 @@ func TestStoreFailureAnswers503AndReloads(t *testing.T) {
 	}
 }
 
+// loadFailingStore is a failingStore whose Load fails too, loads times.
+type loadFailingStore struct {
+	*failingStore
+	loads int
+}
+
+func (s *loadFailingStore) Load(ctx context.Context) (plane.Snapshot, error) {
+	s.mu.Lock()
+	fail := s.loads > 0
+	if fail {
+		s.loads--
+	}
+	s.mu.Unlock()
+	if fail {
+		return plane.Snapshot{}, errors.New("read error")
+	}
+	return s.MemStore.Load(ctx)
+}
+
+// When the reload after a failed Apply fails too, serve does not go on
+// with a core the store does not hold: it answers 503 until a reload
+// succeeds, so nothing is answered 200 that is not stored (an exec's
+// result retried after a 503 is stored, and there after a restart).
+func TestFailedReloadRefusesUntilTheStoreReloads(t *testing.T) {
+	store := &loadFailingStore{failingStore: &failingStore{MemStore: NewMemStore()}}
+	ts := newTestServer(t, store, func(c *Config) { c.TickEvery = time.Hour })
+	w := ts.hello("m1")
+	x := ts.exec(w, "echo", false)
+	if resp := ts.poll(w, 0); len(resp.Commands) != 1 {
+		t.Fatalf("poll: %+v", resp)
+	}
+	result := &wire.ExecResult{ExitCode: 0, Stdout: "out"}
+	store.failWith(errors.New("disk full"))
+	store.mu.Lock()
+	store.loads = 1
+	store.mu.Unlock()
+	if st, _ := ts.postMsg(strings.Replace(wire.PatternExecResult, "{exec_id}", x, 1), result); st != 503 {
+		t.Fatalf("result with a failing store: %d, want 503", st)
+	}
+	store.failWith(nil)
+	if st, _ := ts.postMsg(strings.Replace(wire.PatternExecResult, "{exec_id}", x, 1), result); st != 200 {
+		t.Fatalf("the retried result: %d, want 200", st)
+	}
+	ts.close()
+	ts2 := newTestServer(t, store, nil)
+	var st operator.ExecStatus
+	ts2.admin("GET", idPath(operator.PathExecStatus, x), nil, &st)
+	if st.State != plane.ExecFinished || st.Result == nil || st.Result.Stdout != "out" {
+		t.Fatalf("after a restart the exec is %s with result %+v, want finished with its result", st.State, st.Result)
+	}
+}
+
 func TestRestartKeepsQueuedWork(t *testing.T) {
 	store := NewMemStore()
 	ts := newTestServer(t, store, nil)
