@@ -165,3 +165,17 @@ func TestHelloTakesMultilineProbeOutput(t *testing.T) {
 		t.Fatal("the hello's own string was changed")
 	}
 }
+
+// The plane's replies carry an empty collection as one, never as nil,
+// for peers that decode commands as an array and config as a map.
+func TestEmptyRepliesSendEmptyCollections(t *testing.T) {
+	p := plane.New(plane.Config{Entropy: rand.NewChaCha8([32]byte{8})})
+	hello := lastReply(t, p.Step(t0, plane.Hello{Auth: bearer, Req: 1, Body: helloReq("m1")})).Body.(wire.HelloResponse)
+	if hello.Config == nil {
+		t.Error("hello reply config is nil")
+	}
+	poll := lastReply(t, p.Step(t0, plane.Poll{Auth: bearer, Req: 2, Body: wire.PollRequest{WorkerID: *hello.WorkerID}})).Body.(wire.PollResponse)
+	if poll.Commands == nil {
+		t.Error("empty poll reply commands is nil")
+	}
+}

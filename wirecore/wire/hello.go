@@ -99,7 +99,7 @@ type HelloResponse struct {
 	WorkerID           *string             `msg:"worker_id"`
 	SessionToken       *string             `msg:"session_token"`
 	SessionTTLS        Number              `msg:"session_ttl_s"`
-	Config             map[string]msgp.Raw `msg:"config"`
+	Config             map[string]msgp.Raw `msg:"config,allownil"`
 	Cursor             *string             `msg:"cursor"`
 	Reject             *Reject             `msg:"reject"`
 	KeyID              *string             `msg:"key_id"`

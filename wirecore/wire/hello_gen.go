@@ -1255,36 +1255,45 @@ func (z *HelloResponse) DecodeMsg(dc *msgp.Reader) (err error) {
 				return
 			}
 		case "config":
-			var zb0002 uint32
-			zb0002, err = dc.ReadMapHeader()
-			if err != nil {
-				err = msgp.WrapError(err, "Config")
-				return
-			}
-			if zb0002 > z836af648limitMaps {
-				err = msgp.ErrLimitExceeded
-				return
-			}
-			if z.Config == nil {
-				z.Config = make(map[string]msgp.Raw, zb0002)
-			} else if len(z.Config) > 0 {
-				clear(z.Config)
-			}
-			for zb0002 > 0 {
-				zb0002--
-				var za0001 string
-				za0001, err = dc.ReadString()
+			if dc.IsNil() {
+				err = dc.ReadNil()
 				if err != nil {
 					err = msgp.WrapError(err, "Config")
 					return
 				}
-				var za0002 msgp.Raw
-				err = za0002.DecodeMsg(dc)
+				z.Config = nil
+			} else {
+				var zb0002 uint32
+				zb0002, err = dc.ReadMapHeader()
 				if err != nil {
-					err = msgp.WrapError(err, "Config", za0001)
+					err = msgp.WrapError(err, "Config")
 					return
 				}
-				z.Config[za0001] = za0002
+				if zb0002 > z836af648limitMaps {
+					err = msgp.ErrLimitExceeded
+					return
+				}
+				if z.Config == nil {
+					z.Config = make(map[string]msgp.Raw, zb0002)
+				} else if len(z.Config) > 0 {
+					clear(z.Config)
+				}
+				for zb0002 > 0 {
+					zb0002--
+					var za0001 string
+					za0001, err = dc.ReadString()
+					if err != nil {
+						err = msgp.WrapError(err, "Config")
+						return
+					}
+					var za0002 msgp.Raw
+					err = za0002.DecodeMsg(dc)
+					if err != nil {
+						err = msgp.WrapError(err, "Config", za0001)
+						return
+					}
+					z.Config[za0001] = za0002
+				}
 			}
 		case "cursor":
 			if dc.IsNil() {
@@ -1460,21 +1469,28 @@ func (z *HelloResponse) EncodeMsg(en *msgp.Writer) (err error) {
 	if err != nil {
 		return
 	}
-	err = en.WriteMapHeader(uint32(len(z.Config)))
-	if err != nil {
-		err = msgp.WrapError(err, "Config")
-		return
-	}
-	for za0001, za0002 := range z.Config {
-		err = en.WriteString(za0001)
+	if z.Config == nil { // allownil: if nil
+		err = en.WriteNil()
+		if err != nil {
+			return
+		}
+	} else {
+		err = en.WriteMapHeader(uint32(len(z.Config)))
 		if err != nil {
 			err = msgp.WrapError(err, "Config")
 			return
 		}
-		err = za0002.EncodeMsg(en)
-		if err != nil {
-			err = msgp.WrapError(err, "Config", za0001)
-			return
+		for za0001, za0002 := range z.Config {
+			err = en.WriteString(za0001)
+			if err != nil {
+				err = msgp.WrapError(err, "Config")
+				return
+			}
+			err = za0002.EncodeMsg(en)
+			if err != nil {
+				err = msgp.WrapError(err, "Config", za0001)
+				return
+			}
 		}
 	}
 	// write "cursor"
@@ -1601,13 +1617,17 @@ func (z *HelloResponse) MarshalMsg(b []byte) (o []byte, err error) {
 	}
 	// string "config"
 	o = append(o, 0xa6, 0x63, 0x6f, 0x6e, 0x66, 0x69, 0x67)
-	o = msgp.AppendMapHeader(o, uint32(len(z.Config)))
-	for za0001, za0002 := range z.Config {
-		o = msgp.AppendString(o, za0001)
-		o, err = za0002.MarshalMsg(o)
-		if err != nil {
-			err = msgp.WrapError(err, "Config", za0001)
-			return
+	if z.Config == nil { // allownil: if nil
+		o = msgp.AppendNil(o)
+	} else {
+		o = msgp.AppendMapHeader(o, uint32(len(z.Config)))
+		for za0001, za0002 := range z.Config {
+			o = msgp.AppendString(o, za0001)
+			o, err = za0002.MarshalMsg(o)
+			if err != nil {
+				err = msgp.WrapError(err, "Config", za0001)
+				return
+			}
 		}
 	}
 	// string "cursor"
@@ -1721,36 +1741,41 @@ func (z *HelloResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 				return
 			}
 		case "config":
-			var zb0002 uint32
-			zb0002, bts, err = msgp.ReadMapHeaderBytes(bts)
-			if err != nil {
-				err = msgp.WrapError(err, "Config")
-				return
-			}
-			if zb0002 > z836af648limitMaps {
-				err = msgp.ErrLimitExceeded
-				return
-			}
-			if z.Config == nil {
-				z.Config = make(map[string]msgp.Raw, zb0002)
-			} else if len(z.Config) > 0 {
-				clear(z.Config)
-			}
-			for zb0002 > 0 {
-				var za0002 msgp.Raw
-				zb0002--
-				var za0001 string
-				za0001, bts, err = msgp.ReadStringBytes(bts)
+			if msgp.IsNil(bts) {
+				bts = bts[1:]
+				z.Config = nil
+			} else {
+				var zb0002 uint32
+				zb0002, bts, err = msgp.ReadMapHeaderBytes(bts)
 				if err != nil {
 					err = msgp.WrapError(err, "Config")
 					return
 				}
-				bts, err = za0002.UnmarshalMsg(bts)
-				if err != nil {
-					err = msgp.WrapError(err, "Config", za0001)
+				if zb0002 > z836af648limitMaps {
+					err = msgp.ErrLimitExceeded
 					return
 				}
-				z.Config[za0001] = za0002
+				if z.Config == nil {
+					z.Config = make(map[string]msgp.Raw, zb0002)
+				} else if len(z.Config) > 0 {
+					clear(z.Config)
+				}
+				for zb0002 > 0 {
+					var za0002 msgp.Raw
+					zb0002--
+					var za0001 string
+					za0001, bts, err = msgp.ReadStringBytes(bts)
+					if err != nil {
+						err = msgp.WrapError(err, "Config")
+						return
+					}
+					bts, err = za0002.UnmarshalMsg(bts)
+					if err != nil {
+						err = msgp.WrapError(err, "Config", za0001)
+						return
+					}
+					z.Config[za0001] = za0002
+				}
 			}
 		case "cursor":
 			if msgp.IsNil(bts) {

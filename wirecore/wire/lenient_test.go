@@ -363,3 +363,27 @@ func TestKeyRotationRefusalWithNilKeyID(t *testing.T) {
 		t.Fatalf("key_id not sent as a string: %x", out)
 	}
 }
+
+// A plane that sends commands or config as nil (for none) is read as
+// sending none; what nymph sends for none is still [] and {} (the plane
+// never leaves them nil: TestEmptyRepliesSendEmptyCollections).
+func TestNilCommandsAndConfigAreRead(t *testing.T) {
+	b := msgp.AppendMapHeader(nil, 2)
+	b = msgp.AppendNil(msgp.AppendString(b, "commands"))
+	b = msgp.AppendNil(msgp.AppendString(b, "target_nymph_version"))
+	var p wire.PollResponse
+	if _, err := p.UnmarshalMsg(b); err != nil || len(p.Commands) != 0 {
+		t.Fatalf("poll reply with commands nil: %v %+v", err, p)
+	}
+	b = msgp.AppendMapHeader(nil, 2)
+	b = msgp.AppendString(msgp.AppendString(b, "worker_id"), "w1")
+	b = msgp.AppendNil(msgp.AppendString(b, "config"))
+	var h wire.HelloResponse
+	if _, err := h.UnmarshalMsg(b); err != nil || *h.WorkerID != "w1" {
+		t.Fatalf("hello reply with config nil: %v %+v", err, h)
+	}
+	out, _ := (&wire.PollResponse{Commands: []wire.Command{}}).MarshalMsg(nil)
+	if !bytes.Contains(out, append(msgp.AppendString(nil, "commands"), 0x90)) {
+		t.Fatalf("empty commands not sent as []: %x", out)
+	}
+}

@@ -76,7 +76,7 @@ func StdoutTailOf(s string) string {
 
 // PollResponse carries the commands for this daemon, run in array order.
 type PollResponse struct {
-	Commands           []Command `msg:"commands"`
+	Commands           []Command `msg:"commands,allownil"`
 	TargetNymphVersion *string   `msg:"target_nymph_version"`
 	// Cursor (extension ExtCursor) numbers the last command of this
 	// reply; absent when the reply has none or the extension is off.

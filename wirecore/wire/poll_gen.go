@@ -979,63 +979,72 @@ func (z *PollResponse) DecodeMsg(dc *msgp.Reader) (err error) {
 		}
 		switch msgp.UnsafeString(field) {
 		case "commands":
-			var zb0002 uint32
-			zb0002, err = dc.ReadArrayHeader()
-			if err != nil {
-				err = msgp.WrapError(err, "Commands")
-				return
-			}
-			if zb0002 > z077f4f54limitArrays {
-				err = msgp.ErrLimitExceeded
-				return
-			}
-			if cap(z.Commands) >= int(zb0002) {
-				z.Commands = (z.Commands)[:zb0002]
-			} else {
-				z.Commands = make([]Command, zb0002)
-			}
-			for za0001 := range z.Commands {
-				var zb0003 uint32
-				zb0003, err = dc.ReadMapHeader()
+			if dc.IsNil() {
+				err = dc.ReadNil()
 				if err != nil {
-					err = msgp.WrapError(err, "Commands", za0001)
+					err = msgp.WrapError(err, "Commands")
 					return
 				}
-				if zb0003 > z077f4f54limitMaps {
+				z.Commands = nil
+			} else {
+				var zb0002 uint32
+				zb0002, err = dc.ReadArrayHeader()
+				if err != nil {
+					err = msgp.WrapError(err, "Commands")
+					return
+				}
+				if zb0002 > z077f4f54limitArrays {
 					err = msgp.ErrLimitExceeded
 					return
 				}
-				for zb0003 > 0 {
-					zb0003--
-					field, err = dc.ReadMapKeyPtr()
+				if z.Commands != nil && cap(z.Commands) >= int(zb0002) {
+					z.Commands = (z.Commands)[:zb0002]
+				} else {
+					z.Commands = make([]Command, zb0002)
+				}
+				for za0001 := range z.Commands {
+					var zb0003 uint32
+					zb0003, err = dc.ReadMapHeader()
 					if err != nil {
 						err = msgp.WrapError(err, "Commands", za0001)
 						return
 					}
-					switch msgp.UnsafeString(field) {
-					case "id":
-						z.Commands[za0001].ID, err = dc.ReadString()
-						if err != nil {
-							err = msgp.WrapError(err, "Commands", za0001, "ID")
-							return
-						}
-					case "kind":
-						z.Commands[za0001].Kind, err = dc.ReadString()
-						if err != nil {
-							err = msgp.WrapError(err, "Commands", za0001, "Kind")
-							return
-						}
-					case "body":
-						err = z.Commands[za0001].Body.DecodeMsg(dc)
-						if err != nil {
-							err = msgp.WrapError(err, "Commands", za0001, "Body")
-							return
-						}
-					default:
-						err = dc.Skip()
+					if zb0003 > z077f4f54limitMaps {
+						err = msgp.ErrLimitExceeded
+						return
+					}
+					for zb0003 > 0 {
+						zb0003--
+						field, err = dc.ReadMapKeyPtr()
 						if err != nil {
 							err = msgp.WrapError(err, "Commands", za0001)
 							return
+						}
+						switch msgp.UnsafeString(field) {
+						case "id":
+							z.Commands[za0001].ID, err = dc.ReadString()
+							if err != nil {
+								err = msgp.WrapError(err, "Commands", za0001, "ID")
+								return
+							}
+						case "kind":
+							z.Commands[za0001].Kind, err = dc.ReadString()
+							if err != nil {
+								err = msgp.WrapError(err, "Commands", za0001, "Kind")
+								return
+							}
+						case "body":
+							err = z.Commands[za0001].Body.DecodeMsg(dc)
+							if err != nil {
+								err = msgp.WrapError(err, "Commands", za0001, "Body")
+								return
+							}
+						default:
+							err = dc.Skip()
+							if err != nil {
+								err = msgp.WrapError(err, "Commands", za0001)
+								return
+							}
 						}
 					}
 				}
@@ -1146,42 +1155,49 @@ func (z *PollResponse) EncodeMsg(en *msgp.Writer) (err error) {
 		if err != nil {
 			return
 		}
-		err = en.WriteArrayHeader(uint32(len(z.Commands)))
-		if err != nil {
-			err = msgp.WrapError(err, "Commands")
-			return
-		}
-		for za0001 := range z.Commands {
-			// map header, size 3
-			// write "id"
-			err = en.Append(0x83, 0xa2, 0x69, 0x64)
+		if z.Commands == nil { // allownil: if nil
+			err = en.WriteNil()
 			if err != nil {
 				return
 			}
-			err = en.WriteString(z.Commands[za0001].ID)
+		} else {
+			err = en.WriteArrayHeader(uint32(len(z.Commands)))
 			if err != nil {
-				err = msgp.WrapError(err, "Commands", za0001, "ID")
+				err = msgp.WrapError(err, "Commands")
 				return
 			}
-			// write "kind"
-			err = en.Append(0xa4, 0x6b, 0x69, 0x6e, 0x64)
-			if err != nil {
-				return
-			}
-			err = en.WriteString(z.Commands[za0001].Kind)
-			if err != nil {
-				err = msgp.WrapError(err, "Commands", za0001, "Kind")
-				return
-			}
-			// write "body"
-			err = en.Append(0xa4, 0x62, 0x6f, 0x64, 0x79)
-			if err != nil {
-				return
-			}
-			err = z.Commands[za0001].Body.EncodeMsg(en)
-			if err != nil {
-				err = msgp.WrapError(err, "Commands", za0001, "Body")
-				return
+			for za0001 := range z.Commands {
+				// map header, size 3
+				// write "id"
+				err = en.Append(0x83, 0xa2, 0x69, 0x64)
+				if err != nil {
+					return
+				}
+				err = en.WriteString(z.Commands[za0001].ID)
+				if err != nil {
+					err = msgp.WrapError(err, "Commands", za0001, "ID")
+					return
+				}
+				// write "kind"
+				err = en.Append(0xa4, 0x6b, 0x69, 0x6e, 0x64)
+				if err != nil {
+					return
+				}
+				err = en.WriteString(z.Commands[za0001].Kind)
+				if err != nil {
+					err = msgp.WrapError(err, "Commands", za0001, "Kind")
+					return
+				}
+				// write "body"
+				err = en.Append(0xa4, 0x62, 0x6f, 0x64, 0x79)
+				if err != nil {
+					return
+				}
+				err = z.Commands[za0001].Body.EncodeMsg(en)
+				if err != nil {
+					err = msgp.WrapError(err, "Commands", za0001, "Body")
+					return
+				}
 			}
 		}
 		// write "target_nymph_version"
@@ -1270,21 +1286,25 @@ func (z *PollResponse) MarshalMsg(b []byte) (o []byte, err error) {
 	if zb0001Len != 0 {
 		// string "commands"
 		o = append(o, 0xa8, 0x63, 0x6f, 0x6d, 0x6d, 0x61, 0x6e, 0x64, 0x73)
-		o = msgp.AppendArrayHeader(o, uint32(len(z.Commands)))
-		for za0001 := range z.Commands {
-			// map header, size 3
-			// string "id"
-			o = append(o, 0x83, 0xa2, 0x69, 0x64)
-			o = msgp.AppendString(o, z.Commands[za0001].ID)
-			// string "kind"
-			o = append(o, 0xa4, 0x6b, 0x69, 0x6e, 0x64)
-			o = msgp.AppendString(o, z.Commands[za0001].Kind)
-			// string "body"
-			o = append(o, 0xa4, 0x62, 0x6f, 0x64, 0x79)
-			o, err = z.Commands[za0001].Body.MarshalMsg(o)
-			if err != nil {
-				err = msgp.WrapError(err, "Commands", za0001, "Body")
-				return
+		if z.Commands == nil { // allownil: if nil
+			o = msgp.AppendNil(o)
+		} else {
+			o = msgp.AppendArrayHeader(o, uint32(len(z.Commands)))
+			for za0001 := range z.Commands {
+				// map header, size 3
+				// string "id"
+				o = append(o, 0x83, 0xa2, 0x69, 0x64)
+				o = msgp.AppendString(o, z.Commands[za0001].ID)
+				// string "kind"
+				o = append(o, 0xa4, 0x6b, 0x69, 0x6e, 0x64)
+				o = msgp.AppendString(o, z.Commands[za0001].Kind)
+				// string "body"
+				o = append(o, 0xa4, 0x62, 0x6f, 0x64, 0x79)
+				o, err = z.Commands[za0001].Body.MarshalMsg(o)
+				if err != nil {
+					err = msgp.WrapError(err, "Commands", za0001, "Body")
+					return
+				}
 			}
 		}
 		// string "target_nymph_version"
@@ -1343,63 +1363,68 @@ func (z *PollResponse) UnmarshalMsg(bts []byte) (o []byte, err error) {
 		}
 		switch msgp.UnsafeString(field) {
 		case "commands":
-			var zb0002 uint32
-			zb0002, bts, err = msgp.ReadArrayHeaderBytes(bts)
-			if err != nil {
-				err = msgp.WrapError(err, "Commands")
-				return
-			}
-			if zb0002 > z077f4f54limitArrays {
-				err = msgp.ErrLimitExceeded
-				return
-			}
-			if cap(z.Commands) >= int(zb0002) {
-				z.Commands = (z.Commands)[:zb0002]
+			if msgp.IsNil(bts) {
+				bts = bts[1:]
+				z.Commands = nil
 			} else {
-				z.Commands = make([]Command, zb0002)
-			}
-			for za0001 := range z.Commands {
-				var zb0003 uint32
-				zb0003, bts, err = msgp.ReadMapHeaderBytes(bts)
+				var zb0002 uint32
+				zb0002, bts, err = msgp.ReadArrayHeaderBytes(bts)
 				if err != nil {
-					err = msgp.WrapError(err, "Commands", za0001)
+					err = msgp.WrapError(err, "Commands")
 					return
 				}
-				if zb0003 > z077f4f54limitMaps {
+				if zb0002 > z077f4f54limitArrays {
 					err = msgp.ErrLimitExceeded
 					return
 				}
-				for zb0003 > 0 {
-					zb0003--
-					field, bts, err = msgp.ReadMapKeyZC(bts)
+				if z.Commands != nil && cap(z.Commands) >= int(zb0002) {
+					z.Commands = (z.Commands)[:zb0002]
+				} else {
+					z.Commands = make([]Command, zb0002)
+				}
+				for za0001 := range z.Commands {
+					var zb0003 uint32
+					zb0003, bts, err = msgp.ReadMapHeaderBytes(bts)
 					if err != nil {
 						err = msgp.WrapError(err, "Commands", za0001)
 						return
 					}
-					switch msgp.UnsafeString(field) {
-					case "id":
-						z.Commands[za0001].ID, bts, err = reuseString(bts, z.Commands[za0001].ID)
-						if err != nil {
-							err = msgp.WrapError(err, "Commands", za0001, "ID")
-							return
-						}
-					case "kind":
-						z.Commands[za0001].Kind, bts, err = reuseString(bts, z.Commands[za0001].Kind)
-						if err != nil {
-							err = msgp.WrapError(err, "Commands", za0001, "Kind")
-							return
-						}
-					case "body":
-						bts, err = z.Commands[za0001].Body.UnmarshalMsg(bts)
-						if err != nil {
-							err = msgp.WrapError(err, "Commands", za0001, "Body")
-							return
-						}
-					default:
-						bts, err = msgp.Skip(bts)
+					if zb0003 > z077f4f54limitMaps {
+						err = msgp.ErrLimitExceeded
+						return
+					}
+					for zb0003 > 0 {
+						zb0003--
+						field, bts, err = msgp.ReadMapKeyZC(bts)
 						if err != nil {
 							err = msgp.WrapError(err, "Commands", za0001)
 							return
+						}
+						switch msgp.UnsafeString(field) {
+						case "id":
+							z.Commands[za0001].ID, bts, err = reuseString(bts, z.Commands[za0001].ID)
+							if err != nil {
+								err = msgp.WrapError(err, "Commands", za0001, "ID")
+								return
+							}
+						case "kind":
+							z.Commands[za0001].Kind, bts, err = reuseString(bts, z.Commands[za0001].Kind)
+							if err != nil {
+								err = msgp.WrapError(err, "Commands", za0001, "Kind")
+								return
+							}
+						case "body":
+							bts, err = z.Commands[za0001].Body.UnmarshalMsg(bts)
+							if err != nil {
+								err = msgp.WrapError(err, "Commands", za0001, "Body")
+								return
+							}
+						default:
+							bts, err = msgp.Skip(bts)
+							if err != nil {
+								err = msgp.WrapError(err, "Commands", za0001)
+								return
+							}
 						}
 					}
 				}
