@@ -3,48 +3,23 @@ package blobstore
 import (
 	"bufio"
 	"bytes"
-	"context"
-	"crypto/rand"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nymphd/nymph/hostio/planeserver"
-	"github.com/nymphd/nymph/wirecore/plane"
 )
 
+// servedBlobs is a blob store behind serve (adjusted by tweak), and the
+// address it listens on.
 func servedBlobs(t *testing.T, tweak func(*planeserver.Config)) (*Store, string) {
-	hs := httptest.NewUnstartedServer(nil)
-	base := "http://" + hs.Listener.Addr().String()
-	blobs, err := Open(t.TempDir(), base, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { blobs.Close() })
-	cfg := planeserver.Config{
-		Store: planeserver.NewMemStore(), Blobs: blobs, DaemonToken: planeDaemonToken, AdminToken: "admin-secret",
-		PublicURL: base, Plane: plane.Config{Entropy: rand.Reader},
-	}
-	if tweak != nil {
-		tweak(&cfg)
-	}
-	srv, err := planeserver.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); srv.Run(ctx) }()
-	hs.Config.Handler = srv.Handler()
-	hs.Start()
-	t.Cleanup(func() { cancel(); <-done; hs.Close() })
-	return blobs, hs.Listener.Addr().String()
+	p := newPlaneFixtureWith(t, tweak)
+	return p.blobs, p.srv.Listener.Addr().String()
 }
 
 func rawPut(t *testing.T, addr, target string, hdr string, parts [][]byte, gap time.Duration) (string, time.Duration) {

@@ -113,12 +113,17 @@ func TestKeysThatWouldCrossABlobAreRefused(t *testing.T) {
 // planeFixture is serve's routing in front of a real Store: presign goes
 // through the daemon route, blobs through the presigned URLs.
 type planeFixture struct {
-	srv *httptest.Server
+	srv   *httptest.Server
+	blobs *Store
 }
 
 const planeDaemonToken = "daemon-secret"
 
-func newPlaneFixture(t *testing.T) *planeFixture {
+func newPlaneFixture(t *testing.T) *planeFixture { return newPlaneFixtureWith(t, nil) }
+
+// newPlaneFixtureWith is newPlaneFixture with serve's config adjusted by
+// tweak.
+func newPlaneFixtureWith(t *testing.T, tweak func(*planeserver.Config)) *planeFixture {
 	t.Helper()
 	hs := httptest.NewUnstartedServer(nil)
 	base := "http://" + hs.Listener.Addr().String()
@@ -127,10 +132,14 @@ func newPlaneFixture(t *testing.T) *planeFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { blobs.Close() })
-	srv, err := planeserver.New(context.Background(), planeserver.Config{
+	cfg := planeserver.Config{
 		Store: planeserver.NewMemStore(), Blobs: blobs, DaemonToken: planeDaemonToken, AdminToken: "admin-secret",
 		PublicURL: base, Plane: plane.Config{Entropy: rand.Reader},
-	})
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	srv, err := planeserver.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +152,7 @@ func newPlaneFixture(t *testing.T) *planeFixture {
 	hs.Config.Handler = srv.Handler()
 	hs.Start()
 	t.Cleanup(hs.Close)
-	return &planeFixture{srv: hs}
+	return &planeFixture{srv: hs, blobs: blobs}
 }
 
 // presign posts a presign body to ns's route and returns the status and

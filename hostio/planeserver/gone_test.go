@@ -8,7 +8,6 @@ import (
 
 	"github.com/nymphd/nymph/wirecore/operator"
 	"github.com/nymphd/nymph/wirecore/plane"
-	"github.com/nymphd/nymph/wirecore/wire"
 )
 
 // gatedStore holds Apply while its gate is set, and says when one waits.
@@ -39,14 +38,7 @@ func TestPollGoneInTheGroupThatWakesItKeepsItsCommand(t *testing.T) {
 	ts := newTestServer(t, store, func(c *Config) { c.TickEvery = time.Hour })
 	w, other := ts.hello("m1"), ts.hello("m2")
 
-	ctx, cancel := context.WithCancel(context.Background())
-	body, _ := (&wire.PollRequest{WorkerID: w, TimeoutS: 20}).MarshalMsg(nil)
-	polled := make(chan error, 1)
-	go func() {
-		_, err := benchPost(ctx, ts.http.Client(), ts.http.URL+wire.PathPoll, wire.ContentTypeMsgpack, "Bearer "+daemonToken, body)
-		polled <- err
-	}()
-	ts.waitParked(1)
+	leave := ts.parkPoll(w)
 
 	// Hold the loop in one group's Apply...
 	gate := make(chan struct{})
@@ -67,8 +59,7 @@ func TestPollGoneInTheGroupThatWakesItKeepsItsCommand(t *testing.T) {
 		accepted <- acc
 	}()
 	time.Sleep(100 * time.Millisecond)
-	cancel()
-	<-polled
+	leave()
 	time.Sleep(100 * time.Millisecond)
 	close(gate)
 	acc := <-accepted

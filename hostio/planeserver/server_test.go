@@ -675,19 +675,24 @@ func TestPollReplyThatCannotBeWrittenIsRequeued(t *testing.T) {
 	}
 }
 
-func TestAbandonedPollTakesNothing(t *testing.T) {
-	ts := newTestServer(t, nil, nil)
-	w := ts.hello("m1")
+// parkPoll parks a poll of worker and returns what gives it up (its
+// client leaves), which returns once the client has.
+func (ts *testServer) parkPoll(worker string) (leave func()) {
 	ctx, cancel := context.WithCancel(context.Background())
-	body, _ := (&wire.PollRequest{WorkerID: w, TimeoutS: 20}).MarshalMsg(nil)
+	body, _ := (&wire.PollRequest{WorkerID: worker, TimeoutS: 20}).MarshalMsg(nil)
 	done := make(chan error, 1)
 	go func() {
 		_, err := benchPost(ctx, ts.http.Client(), ts.http.URL+wire.PathPoll, wire.ContentTypeMsgpack, "Bearer "+daemonToken, body)
 		done <- err
 	}()
 	ts.waitParked(1)
-	cancel()
-	<-done
+	return func() { cancel(); <-done }
+}
+
+func TestAbandonedPollTakesNothing(t *testing.T) {
+	ts := newTestServer(t, nil, nil)
+	w := ts.hello("m1")
+	ts.parkPoll(w)()
 	ts.waitParked(0)
 	x := ts.exec(w, "after abandon", false)
 	resp := ts.poll(w, 5)

@@ -234,17 +234,21 @@ func TestSqueueArgv(t *testing.T) {
 // squeue prints the state (or fails like slurmctld for a forgotten id
 // when mode is "forget"; prints nothing when mode is "empty"); scancel
 // marks the job CANCELLED and kills it.
+// script writes an executable bash script named name into dir.
+func script(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte("#!/bin/bash\n"+body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func fakeSlurm(t *testing.T, mode string) (Options, string) {
 	t.Helper()
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
-	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte("#!/bin/bash\n"+body), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, body string) string { return script(t, dir, name, body) }
 	opt := Options{
 		Sbatch: write("sbatch", fmt.Sprintf(`
 echo "$@" > %[1]s.sbatch-args
@@ -380,13 +384,7 @@ func TestReapFailureNamesTheJob(t *testing.T) {
 func TestShutdownDuringSbatchCancelsByName(t *testing.T) {
 	dir := t.TempDir()
 	calls := filepath.Join(dir, "scancel-args")
-	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte("#!/bin/bash\n"+body), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, body string) string { return script(t, dir, name, body) }
 	opt := Options{Sbatch: write("sbatch", "touch "+dir+"/submitting; exec sleep 60\n"),
 		Squeue: write("squeue", "exit 0\n"), Scancel: write("scancel", `echo "$@" > `+calls+"\n")}
 	root := t.TempDir()
