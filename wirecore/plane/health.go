@@ -41,10 +41,10 @@ func (p *Plane) CountHealthFrom(t time.Time) { p.restoredAt = t }
 // isLost: a worker silent for LostAfter (silentSince) is lost. A parked
 // poll is a sign of life.
 func (p *Plane) isLost(w *worker, now time.Time) bool {
-	if w.rec.State == WorkerLost || w.hasPoll || p.busy(w) {
+	if w.rec.State == WorkerLost || w.hasPoll {
 		return false
 	}
-	return now.Sub(p.silentSince(w)) > p.cfg.LostAfter
+	return now.Sub(p.silentSince(w)) > p.cfg.LostAfter && !p.busy(w)
 }
 
 // busy reports whether w's daemon has every permit taken (its running
