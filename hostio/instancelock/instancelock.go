@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // FileName is the lock file inside a locked directory.
@@ -70,7 +71,7 @@ func Acquire(dir, what, hint string) (*Lock, error) {
 		defer f.Close()
 		if isHeld(err) {
 			held := &HeldError{What: what, Dir: dir, Hint: hint}
-			held.PID, held.Command = readHolder(f)
+			held.PID, held.Command = awaitHolder(f)
 			return nil, held
 		}
 		return nil, fmt.Errorf("lock %s %s: %w", what, path, err)
@@ -84,13 +85,33 @@ func Acquire(dir, what, hint string) (*Lock, error) {
 
 // writeHolder records this process in the lock file, for the message
 // another start prints.
+// The line is written before the file is cut to it, so a reader never
+// finds the file empty once a holder has written (a longer line of an
+// earlier holder only leaves bytes past the first newline).
 func writeHolder(f *os.File) error {
-	if err := f.Truncate(0); err != nil {
+	line := strconv.Itoa(os.Getpid()) + " " + strings.Join(os.Args, " ") + "\n"
+	if _, err := f.WriteAt([]byte(line), 0); err != nil {
 		return err
 	}
-	line := strconv.Itoa(os.Getpid()) + " " + strings.Join(os.Args, " ") + "\n"
-	_, err := f.WriteAt([]byte(line), 0)
-	return err
+	return f.Truncate(int64(len(line)))
+}
+
+// holderWait bounds how long a refused Acquire waits for the holder's
+// line: a holder that has just taken the lock writes it a moment later
+// (longer on a loaded host).
+const holderWait = time.Second
+
+// awaitHolder reads the holder's line, waiting up to holderWait for one
+// that has taken the lock and not yet written it.
+func awaitHolder(f *os.File) (int, string) {
+	deadline := time.Now().Add(holderWait)
+	for {
+		pid, cmd := readHolder(f)
+		if pid > 0 || time.Now().After(deadline) {
+			return pid, cmd
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func readHolder(f *os.File) (int, string) {

@@ -69,3 +69,25 @@ func TestSecondProcessIsRefusedWithTheHolderNamed(t *testing.T) {
 	}
 	l2.Release()
 }
+
+// A refused start that finds the holder's line not written yet (the
+// holder has just taken the lock; on a loaded host the write comes a
+// while later) waits for it, and names the holder.
+func TestRefusalWaitsForTheHoldersLine(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "state")
+	l, err := Acquire(dir, "test directory", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	path := filepath.Join(dir, FileName)
+	if err := os.Truncate(path, 0); err != nil { // as if not written yet
+		t.Fatal(err)
+	}
+	time.AfterFunc(200*time.Millisecond, func() { os.WriteFile(path, []byte("4242 nymph daemon --config x\n"), 0o600) })
+	_, err = Acquire(dir, "test directory", "")
+	var held *HeldError
+	if !errors.As(err, &held) || held.PID != 4242 || held.Command != "nymph daemon --config x" {
+		t.Fatalf("second Acquire: %v (%+v)", err, held)
+	}
+}
