@@ -24,7 +24,7 @@ var ErrKilled = errors.New("killed at shutdown")
 // it ends by itself.
 const ClientWaitDelay = 5 * time.Second
 
-// StopTimeout bounds a command that stops a job, a Pod or a container
+// StopTimeout bounds a command that stops a job or a container
 // (docker stop waits 10 s itself before its SIGKILL): one that hangs (a
 // wedged dockerd) fails, its record kept for the next start, rather than
 // hold the run, and with it the daemon's drain, for good.

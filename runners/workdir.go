@@ -9,9 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/nymphd/nymph/hostio/idpath"
 	"github.com/nymphd/nymph/wirecore/wire"
@@ -232,35 +229,15 @@ func readChildError(path string) (info *wire.ErrorInfo, ok bool, err error) {
 }
 
 // SurfaceError turns a child's {type, message, traceback} into the ack's
-// error: the type is kept, the message reads "<type>: <message>" as the
-// spec surfaces it. A child error without a type is a DaemonError.
+// error: the type is kept, as far as an ack can carry it (wire.FitText:
+// a plane refuses an ack whose type is too long or holds a control
+// character, and the outcome would be lost), the message reads
+// "<type>: <message>" as the spec surfaces it, the type whole. A child error without a type is a DaemonError.
 func SurfaceError(typ, message string, traceback *string) *wire.ErrorInfo {
 	if typ == "" {
 		return &wire.ErrorInfo{TypeName: wire.ErrTypeDaemon, Message: message, Traceback: traceback}
 	}
-	return &wire.ErrorInfo{TypeName: ackableType(typ), Message: typ + ": " + message, Traceback: traceback}
-}
-
-// ackableType is a child's error type as an ack may carry it (a plane
-// refuses an ack whose type is over wire.MaxNameBytes or holds a control
-// character, and the outcome would be lost): control characters become
-// spaces and the rest is cut to the limit on a character boundary. The
-// message keeps the type as the child wrote it.
-func ackableType(typ string) string {
-	if wire.CheckText("error.type", typ, wire.MaxNameBytes) == nil {
-		return typ
-	}
-	var b strings.Builder
-	for _, r := range strings.ToValidUTF8(typ, "\uFFFD") {
-		if unicode.IsControl(r) {
-			r = ' '
-		}
-		if b.Len()+utf8.RuneLen(r) > wire.MaxNameBytes {
-			break
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
+	return &wire.ErrorInfo{TypeName: wire.FitText(typ, wire.MaxNameBytes), Message: typ + ": " + message, Traceback: traceback}
 }
 
 // Failed is the outcome of a runner that fails with a type and a message.

@@ -315,15 +315,22 @@ func TestRunWithFakeSlurm(t *testing.T) {
 	}
 }
 
-func TestCancelRunsScancel(t *testing.T) {
-	opt, state := fakeSlurm(t, "all")
-	root := t.TempDir()
+// cancelledJob runs a job that sleeps under root and cancels it once
+// it has started; it returns the run's outcome.
+func cancelledJob(t *testing.T, opt Options, root string) runners.Outcome {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan runners.Outcome, 1)
 	go func() { done <- runJob(t, opt, ctx, root, "sleep:60") }()
 	testkit.WaitFile(t, 60*time.Second, filepath.Join(root, "job1", "started"))
 	cancel()
-	if diff := cmp.Diff(runners.Killed(), <-done); diff != "" {
+	return <-done
+}
+
+func TestCancelRunsScancel(t *testing.T) {
+	opt, state := fakeSlurm(t, "all")
+	root := t.TempDir()
+	if diff := cmp.Diff(runners.Killed(), cancelledJob(t, opt, root)); diff != "" {
 		t.Fatal(diff)
 	}
 	if b, _ := os.ReadFile(state + ".scancel-args"); strings.TrimSpace(string(b)) != "4242" {
@@ -340,12 +347,7 @@ func TestCancelThatFailsKeepsTheJobRecord(t *testing.T) {
 	os.WriteFile(refusing, []byte("#!/bin/sh\necho 'scancel: error: Kill job error: Access/permission denied' >&2\nexit 1\n"), 0o755)
 	opt.Scancel = refusing
 	root := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan runners.Outcome, 1)
-	go func() { done <- runJob(t, opt, ctx, root, "sleep:60") }()
-	testkit.WaitFile(t, 60*time.Second, filepath.Join(root, "job1", "started"))
-	cancel()
-	<-done
+	cancelledJob(t, opt, root)
 	if b, err := os.ReadFile(filepath.Join(root, "job1", JobIDFile)); err != nil || strings.TrimSpace(string(b)) != "4242" {
 		t.Errorf("%s after a failed scancel: %q %v, want the job's id kept", JobIDFile, b, err)
 	}

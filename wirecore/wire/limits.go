@@ -272,6 +272,25 @@ func untidyGPU(g GPU) bool {
 	return oneLine(g.Name) != g.Name || oneLine(g.Driver) != g.Driver || g.CUDA != nil && oneLine(*g.CUDA) != *g.CUDA
 }
 
+// FitText is the nearest text CheckText takes at maxBytes: invalid UTF-8
+// becomes U+FFFD, each run of control characters one space, and the rest
+// is cut to maxBytes on a character boundary. A sender that must not be
+// refused (an ack carrying a child's own error type) sends this.
+func FitText(s string, maxBytes int) string {
+	if CheckText("", s, maxBytes) == nil {
+		return s
+	}
+	s = oneLine(strings.ToValidUTF8(s, "\uFFFD"))
+	if len(s) > maxBytes {
+		cut := maxBytes
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut]
+	}
+	return s
+}
+
 // oneLine replaces each run of control characters in s with a space and
 // trims the ends; s itself when it has none (no allocation).
 func oneLine(s string) string {

@@ -249,3 +249,19 @@ func TestVersionsTidy(t *testing.T) {
 		t.Fatalf("a protocol with a newline: %+v", bad)
 	}
 }
+
+// FitText gives text CheckText takes, changing only what it must.
+func TestFitText(t *testing.T) {
+	for _, s := range []string{"ValueError", "Value\nError", "a\x07\x1b[2Jb", "bad\xffutf8", strings.Repeat("é", 200), strings.Repeat("x", 300)} {
+		got := wire.FitText(s, 256)
+		if v := wire.CheckText("f", got, 256); v != nil {
+			t.Errorf("FitText(%q) = %q, refused: %+v", s, got, v)
+		}
+	}
+	if got := wire.FitText("ValueError", 256); got != "ValueError" {
+		t.Errorf("a fitting text became %q", got)
+	}
+	if got := wire.FitText("Value\n\tError", 256); got != "Value Error" {
+		t.Errorf("control characters: %q", got)
+	}
+}
